@@ -1,0 +1,50 @@
+// Package gemm holds the CPU matrix-multiply implementations behind one
+// interface: OpenBLAS loaded at run time (purego, no cgo), our own Go
+// kernels, and a naive reference. One conformance suite tests them all.
+package gemm
+
+// Impl multiplies row-major float32 matrices:
+//
+//	C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C
+//
+// where op(X) is X or Xᵀ. lda, ldb, ldc are row strides in elements, as in
+// CBLAS with CblasRowMajor. Implementations are safe for concurrent use.
+type Impl interface {
+	// Name identifies the implementation in reports ("openblas", "go", "naive").
+	Name() string
+	Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
+		b []float32, ldb int, beta float32, c []float32, ldc int)
+}
+
+// Naive is the reference: a triple loop accumulating in float64. Slow; for
+// tests only.
+type Naive struct{}
+
+// Name is "naive".
+func (Naive) Name() string { return "naive" }
+
+// Sgemm computes the product in float64 and rounds once.
+func (Naive) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for p := 0; p < k; p++ {
+				av := a[i*lda+p]
+				if transA {
+					av = a[p*lda+i]
+				}
+				bv := b[p*ldb+j]
+				if transB {
+					bv = b[j*ldb+p]
+				}
+				s += float64(av) * float64(bv)
+			}
+			v := float64(alpha) * s
+			if beta != 0 {
+				v += float64(beta) * float64(c[i*ldc+j])
+			}
+			c[i*ldc+j] = float32(v)
+		}
+	}
+}

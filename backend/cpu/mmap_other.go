@@ -1,0 +1,9 @@
+//go:build !unix
+
+package cpu
+
+// mapAnon falls back to the Go heap where anonymous mmap is unavailable; the
+// accounting is the same.
+func mapAnon(size int64) ([]byte, error) { return make([]byte, size), nil }
+
+func unmap([]byte) {}
