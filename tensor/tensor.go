@@ -254,3 +254,13 @@ func BroadcastShape(a, b []int) ([]int, error) {
 	}
 	return out, nil
 }
+
+// View makes a non-owning tensor over buf starting off bytes in. Freeing a
+// view does nothing; the buffer's owner frees it.
+func View(buf *Buffer, off int64, dt dtype.DType, shape ...int) (*Tensor, error) {
+	need := int64(NumElems(shape)) * int64(dt.Size())
+	if buf == nil || off < 0 || off+need > buf.Size {
+		return nil, fmt.Errorf("view %s%v at offset %d does not fit the buffer", dt, shape, off)
+	}
+	return &Tensor{shape: append([]int(nil), shape...), dtype: dt, buf: buf, off: off, view: true}, nil
+}

@@ -1,0 +1,83 @@
+package residency
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"ferry/tensor"
+)
+
+// Model code declares a block's weights as a struct whose *tensor.Tensor
+// fields carry the checkpoint name in a `w` tag, relative to the block's
+// prefix; nested structs add their own tag as a prefix:
+//
+//	type linear struct {
+//		W *tensor.Tensor `w:"weight"`
+//		B *tensor.Tensor `w:"bias,optional"`
+//	}
+//	type block struct {
+//		Q    linear         `w:"attn1.to_q"`
+//		Norm *tensor.Tensor `w:"norm2.weight"`
+//	}
+//
+// The executor fills the fields when the block's weights are on the device
+// and sets them back to nil when they leave, so a use outside Run fails loudly
+// instead of reading stale memory.
+
+// field is one tensor slot found in a weights struct.
+type field struct {
+	name     string // full checkpoint name
+	optional bool
+	slot     reflect.Value // settable *tensor.Tensor
+}
+
+var tensorPtr = reflect.TypeOf((*tensor.Tensor)(nil))
+
+// fields walks a pointer to a weights struct.
+func fields(weights any, prefix string) ([]field, error) {
+	v := reflect.ValueOf(weights)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("weights must be a pointer to a struct, got %T", weights)
+	}
+	var out []field
+	err := walk(v.Elem(), prefix, &out)
+	return out, err
+}
+
+func walk(v reflect.Value, prefix string, out *[]field) error {
+	t := v.Type()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		tag, ok := sf.Tag.Lookup("w")
+		if !ok {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		fv := v.Field(i)
+		switch {
+		case sf.Type == tensorPtr:
+			if !fv.CanSet() {
+				return fmt.Errorf("field %s (%s%s) is not exported", sf.Name, prefix, name)
+			}
+			*out = append(*out, field{name: prefix + name, optional: opts == "optional", slot: fv})
+		case sf.Type.Kind() == reflect.Struct:
+			p := prefix
+			if name != "" {
+				p += name + "."
+			}
+			if err := walk(fv, p, out); err != nil {
+				return err
+			}
+		case sf.Type.Kind() == reflect.Slice && sf.Type.Elem().Kind() == reflect.Struct:
+			for j := range fv.Len() {
+				if err := walk(fv.Index(j), fmt.Sprintf("%s%s.%d.", prefix, name, j), out); err != nil {
+					return err
+				}
+			}
+		default:
+			return fmt.Errorf("field %s has tag w:%q but type %s (want *tensor.Tensor or a struct)", sf.Name, tag, sf.Type)
+		}
+	}
+	return nil
+}

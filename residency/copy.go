@@ -1,0 +1,141 @@
+package residency
+
+import (
+	"fmt"
+
+	"ferry/tensor"
+	"ferry/trace"
+)
+
+// copyWorker loads queued blocks one at a time, in queue order, while the
+// compute goroutine runs: the copy track of the trace.
+func (e *Executor) copyWorker() {
+	defer close(e.done)
+	for {
+		e.mu.Lock()
+		for len(e.queue) == 0 && !e.closed {
+			e.cond.Wait()
+		}
+		if e.closed {
+			e.mu.Unlock()
+			return
+		}
+		b := e.queue[0]
+		e.queue = e.queue[1:]
+		e.loading = b
+		e.mu.Unlock()
+
+		buf, err := e.load(b)
+
+		e.mu.Lock()
+		e.loading = nil
+		b.dev, b.loadErr = buf, err
+		close(b.ready)
+		e.cond.Broadcast()
+		e.mu.Unlock()
+	}
+}
+
+// load brings b's weights to where its component computes, converting each
+// tensor to its compute dtype on the way (the upcast is the "copy" on the CPU
+// backend). Reads from disk go through a bounded staging buffer.
+func (e *Executor) load(b *Block) (*tensor.Buffer, error) {
+	cs := b.comp
+	backend, dev := e.cfg.Backend, e.dev
+	if cs.plan.Placement == Host {
+		backend, dev = e.cfg.HostBackend, e.host
+	}
+	t0 := e.cfg.Trace.Now()
+	buf, err := dev.Alloc(b.devBytes, b.Name)
+	if err != nil {
+		return nil, err
+	}
+	fromHost := (cs.plan.Placement == Stream || cs.plan.Placement == Onload) && cs.plan.Tier == TierHost
+	if fromHost && b.host == nil {
+		if err := e.fillHostCopy(b); err != nil {
+			buf.Free()
+			return nil, err
+		}
+	}
+	var read int64
+	for i := range b.params {
+		p := &b.params[i]
+		view, err := tensor.View(buf, p.devOff, p.devType, p.info.Shape...)
+		if err == nil {
+			if fromHost {
+				raw := b.host.Bytes()[p.rawOff : p.rawOff+p.info.Size]
+				err = backend.Upload(view, raw, p.info.DType)
+			} else {
+				err = e.stream(backend, buf, cs.Source, p)
+				read += p.info.Size
+				cs.Source.Drop(p.name)
+			}
+		}
+		if err != nil {
+			buf.Free()
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		p.view = view
+	}
+	dur := e.cfg.Trace.Now() - t0
+	e.cfg.Trace.Add(trace.Span{Kind: trace.Copy, Track: trace.TrackCopy, Name: b.Name, Start: t0, Dur: dur, Bytes: b.devBytes})
+	e.mu.Lock()
+	e.stats.Loads++
+	e.stats.BytesCopied += b.devBytes
+	e.stats.BytesReadDisk += read
+	e.stats.CopyTime += dur
+	e.mu.Unlock()
+	return buf, nil
+}
+
+// fillHostCopy reads b's tensors from disk into host memory in their storage
+// dtype: the host tier.
+func (e *Executor) fillHostCopy(b *Block) error {
+	host, err := e.host.Alloc(b.rawBytes, b.Name+" (host copy)")
+	if err != nil {
+		return fmt.Errorf("host tier: %w", err)
+	}
+	for _, p := range b.params {
+		dst := host.Bytes()[p.rawOff : p.rawOff+p.info.Size]
+		if err := b.comp.Source.Read(p.name, 0, dst); err != nil {
+			host.Free()
+			return fmt.Errorf("read %s: %w", p.name, err)
+		}
+		b.comp.Source.Drop(p.name)
+	}
+	e.mu.Lock()
+	b.host = host
+	e.stats.BytesReadDisk += b.rawBytes
+	e.mu.Unlock()
+	return nil
+}
+
+// stream reads one tensor from its source chunk by chunk through the staging
+// buffer, converting each chunk into the destination.
+func (e *Executor) stream(backend tensor.Backend, buf *tensor.Buffer, src Source, p *param) error {
+	if e.staging == nil {
+		s, err := e.host.Alloc(e.cfg.ChunkBytes, "read staging")
+		if err != nil {
+			return fmt.Errorf("staging buffer: %w", err)
+		}
+		e.staging = s
+	}
+	inSize := int64(p.info.DType.Size())
+	outSize := int64(p.devType.Size())
+	chunk := e.cfg.ChunkBytes / inSize * inSize
+	for off := int64(0); off < p.info.Size; off += chunk {
+		n := min(chunk, p.info.Size-off)
+		raw := e.staging.Bytes()[:n]
+		if err := src.Read(p.name, off, raw); err != nil {
+			return err
+		}
+		dst, err := tensor.View(buf, p.devOff+off/inSize*outSize, p.devType, int(n/inSize))
+		if err != nil {
+			return err
+		}
+		if err := backend.Upload(dst, raw, p.info.DType); err != nil {
+			return err
+		}
+	}
+	return nil
+}

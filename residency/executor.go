@@ -1,0 +1,498 @@
+package residency
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"ferry/dtype"
+	"ferry/tensor"
+	"ferry/trace"
+)
+
+// Component is a named, ordered list of blocks whose weights come from one
+// Source. Blocks run in this order; a streamed component prefetches in it,
+// wrapping around (the denoiser's blocks run once per step).
+type Component struct {
+	Name   string
+	Source Source
+	Blocks []*Block
+}
+
+// Block is the unit of residency: a set of weights that move together.
+type Block struct {
+	// Name is unique in the pipeline ("transformer.blocks.3").
+	Name string
+	// Prefix is prepended to the weights' tags to get checkpoint names.
+	Prefix string
+	// Weights points to the struct the executor binds tensors into.
+	Weights any
+
+	comp     *compState
+	index    int
+	params   []param
+	devBytes int64 // compute-ready bytes on the device (after the upcast)
+	rawBytes int64 // bytes in storage dtype (host tier, disk reads)
+
+	// Guarded by Executor.mu.
+	dev     *tensor.Buffer // the weights on the device (nil: absent)
+	ready   chan struct{}  // non-nil while loading or loaded; closed when done
+	loadErr error
+	host    *tensor.Buffer // host-tier copy in storage dtype
+	inUse   bool
+	lastUse uint64
+}
+
+type param struct {
+	field
+	info    TensorInfo
+	devType dtype.DType
+	devOff  int64
+	rawOff  int64
+	view    *tensor.Tensor
+}
+
+// Bytes is the block's size on the device.
+func (b *Block) Bytes() int64 { return b.devBytes }
+
+// StoredBytes is the block's size in its storage dtype.
+func (b *Block) StoredBytes() int64 { return b.rawBytes }
+
+type compState struct {
+	*Component
+	plan ComponentPlan
+	ops  *tensor.Ops
+}
+
+// Config sets up an Executor.
+type Config struct {
+	// Backend computes; its Device is the device tier.
+	Backend tensor.Backend
+	// HostBackend computes components placed on the host; its Device is the
+	// host tier (host-tier copies and read staging are allocated there).
+	HostBackend tensor.Backend
+	Plan        *Plan
+	Trace       *trace.Recorder
+	// ChunkBytes is the staging size for reads from disk (default 8 MiB).
+	ChunkBytes int64
+}
+
+// Stats are the executor's measurements.
+type Stats struct {
+	CopyWait      time.Duration // compute stalled waiting for weights
+	CopyTime      time.Duration // time the copy worker spent moving weights
+	BytesCopied   int64         // bytes written to the compute location
+	BytesReadDisk int64         // bytes read from checkpoints
+	Loads         int           // block loads
+	Evictions     int
+}
+
+// Executor runs blocks with their weights in place, as a Plan says.
+type Executor struct {
+	cfg  Config
+	dev  tensor.Device
+	host tensor.Device
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []*Block
+	loading *Block
+	closed  bool
+	comps   map[string]*compState
+	order   []*compState
+	current *compState
+	clock   uint64
+	stats   Stats
+	staging *tensor.Buffer
+	done    chan struct{}
+}
+
+var errCancelled = errors.New("load cancelled")
+
+// New starts an executor and its copy worker.
+func New(cfg Config) (*Executor, error) {
+	if cfg.Backend == nil || cfg.HostBackend == nil {
+		return nil, errors.New("residency: Backend and HostBackend are required")
+	}
+	if cfg.Plan != nil {
+		if err := cfg.Plan.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ChunkBytes <= 0 {
+		cfg.ChunkBytes = 8 << 20
+	}
+	e := &Executor{
+		cfg:   cfg,
+		dev:   cfg.Backend.Device(),
+		host:  cfg.HostBackend.Device(),
+		comps: map[string]*compState{},
+		done:  make(chan struct{}),
+	}
+	e.cond = sync.NewCond(&e.mu)
+	if r, ok := e.dev.(interface{ OnReclaim(func(int64) bool) }); ok {
+		r.OnReclaim(e.reclaim)
+	}
+	go e.copyWorker()
+	return e, nil
+}
+
+// Register declares a component: it resolves every block's weights against
+// the source and checks that the plan can hold the largest block, so a
+// budget that is too small fails before any compute.
+func (e *Executor) Register(c *Component) error {
+	if _, dup := e.comps[c.Name]; dup {
+		return fmt.Errorf("residency: component %q registered twice", c.Name)
+	}
+	cs := &compState{Component: c, plan: e.cfg.Plan.For(c.Name)}
+	backend := e.cfg.Backend
+	if cs.plan.Placement == Host {
+		backend = e.cfg.HostBackend
+	}
+	cs.ops = tensor.NewOps(backend)
+	for i, b := range c.Blocks {
+		b.comp, b.index = cs, i
+		if err := e.resolve(b); err != nil {
+			return fmt.Errorf("%s: %w", c.Name, err)
+		}
+	}
+	if err := e.checkFits(cs); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.comps[c.Name] = cs
+	e.order = append(e.order, cs)
+	e.mu.Unlock()
+	return nil
+}
+
+// resolve finds the block's tensors in the source and lays them out.
+func (e *Executor) resolve(b *Block) error {
+	fs, err := fields(b.Weights, b.Prefix)
+	if err != nil {
+		return fmt.Errorf("block %s: %w", b.Name, err)
+	}
+	b.params = b.params[:0]
+	b.devBytes, b.rawBytes = 0, 0
+	for _, f := range fs {
+		info, ok := b.comp.Source.Info(f.name)
+		if !ok {
+			if f.optional {
+				continue
+			}
+			return fmt.Errorf("block %s: tensor %q is missing from the checkpoint", b.Name, f.name)
+		}
+		p := param{field: f, info: info, devType: computeType(info.DType)}
+		p.devOff = b.devBytes
+		p.rawOff = b.rawBytes
+		b.devBytes += alignUp(int64(tensor.NumElems(info.Shape)) * int64(p.devType.Size()))
+		b.rawBytes += alignUp(info.Size)
+		b.params = append(b.params, p)
+	}
+	return nil
+}
+
+// computeType is the dtype a stored type is computed in on the device.
+func computeType(d dtype.DType) dtype.DType {
+	if d.IsFloat() {
+		return dtype.F32
+	}
+	return d
+}
+
+// alignUp keeps every tensor 64-byte aligned inside a block's buffer.
+func alignUp(n int64) int64 { return (n + 63) &^ 63 }
+
+func (e *Executor) checkFits(cs *compState) error {
+	capacity := e.dev.Stats().Capacity
+	if cs.plan.Placement == Host {
+		capacity = e.host.Stats().Capacity
+	}
+	if capacity <= 0 {
+		return nil
+	}
+	for _, b := range cs.Blocks {
+		if b.devBytes > capacity {
+			where := "device"
+			if cs.plan.Placement == Host {
+				where = "host"
+			}
+			return fmt.Errorf("block %s needs %s on the %s but the %s budget is %s: raise the budget or choose a plan that keeps this component on the host",
+				b.Name, tensor.FormatBytes(b.devBytes), where, where, tensor.FormatBytes(capacity))
+		}
+	}
+	return nil
+}
+
+// Ops returns the compute front end for a component: on the device, or on
+// the host for a component placed there. The same Ops is returned each time.
+func (e *Executor) Ops(component string) *tensor.Ops {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cs, ok := e.comps[component]; ok {
+		return cs.ops
+	}
+	return tensor.NewOps(e.cfg.Backend)
+}
+
+// Placement reports the plan for a registered component.
+func (e *Executor) Placement(component string) ComponentPlan { return e.cfg.Plan.For(component) }
+
+// Run makes b's weights ready, binds them, runs fn, and releases or
+// prefetches as the plan says. fn's error is returned as is.
+func (e *Executor) Run(b *Block, fn func() error) error {
+	cs := b.comp
+	if cs == nil {
+		return fmt.Errorf("residency: block %s is not registered", b.Name)
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return errors.New("residency: executor is closed")
+	}
+	e.current = cs
+	switch cs.plan.Placement {
+	case Onload:
+		for _, x := range cs.Blocks {
+			e.enqueue(x)
+		}
+	case Stream:
+		e.enqueue(b)
+		e.prefetch(b)
+	default:
+		e.enqueue(b)
+	}
+	waitFor := []*Block{b}
+	if cs.plan.Placement == Onload {
+		waitFor = cs.Blocks
+	}
+	e.mu.Unlock()
+
+	if err := e.wait(b.Name, waitFor); err != nil {
+		return err
+	}
+
+	e.mu.Lock()
+	e.clock++
+	b.inUse, b.lastUse = true, e.clock
+	bind(b)
+	e.mu.Unlock()
+
+	end := e.cfg.Trace.Begin(trace.Compute, trace.TrackCompute, b.Name, 0)
+	err := fn()
+	end()
+
+	e.mu.Lock()
+	unbind(b)
+	b.inUse = false
+	if cs.plan.Placement == Stream && !e.keeps(b) {
+		e.evict(b)
+	}
+	e.mu.Unlock()
+	return err
+}
+
+// keeps reports whether a streamed block stays on the device after use.
+func (e *Executor) keeps(b *Block) bool {
+	p := b.comp.plan
+	return b.index < p.Persistent || p.Blocks[b.Name] == Resident
+}
+
+// prefetch queues the next Prefetch blocks after b (wrapping around),
+// skipping blocks that stay resident anyway. Caller holds e.mu.
+func (e *Executor) prefetch(b *Block) {
+	cs := b.comp
+	n := len(cs.Blocks)
+	want := min(cs.plan.Prefetch, n-1)
+	for i, queued := 1, 0; i < n && queued < want; i++ {
+		x := cs.Blocks[(b.index+i)%n]
+		if x.dev != nil && e.keeps(x) {
+			continue
+		}
+		e.enqueue(x)
+		queued++
+	}
+}
+
+// enqueue asks the copy worker for x unless it is loaded or on its way.
+// Caller holds e.mu.
+func (e *Executor) enqueue(x *Block) {
+	if x.ready != nil {
+		return
+	}
+	x.ready = make(chan struct{})
+	x.loadErr = nil
+	e.queue = append(e.queue, x)
+	e.cond.Broadcast() // Done may be waiting on the same condition
+
+}
+
+// wait blocks until every block in bs is loaded, recording the stall.
+func (e *Executor) wait(name string, bs []*Block) error {
+	var t0 time.Time
+	stalled := false
+	for _, x := range bs {
+		e.mu.Lock()
+		ch := x.ready
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		default:
+			if !stalled {
+				stalled, t0 = true, time.Now()
+			}
+			<-ch
+		}
+		e.mu.Lock()
+		err := x.loadErr
+		if err != nil && x.ready == ch {
+			x.ready = nil // a later Run may try again
+		}
+		e.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("load %s: %w", x.Name, err)
+		}
+	}
+	if stalled {
+		d := time.Since(t0)
+		e.cfg.Trace.Add(trace.Span{Kind: trace.Wait, Track: trace.TrackCompute, Name: "wait " + name, Start: e.cfg.Trace.Now() - d, Dur: d})
+		e.mu.Lock()
+		e.stats.CopyWait += d
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+func bind(b *Block) {
+	for i := range b.params {
+		b.params[i].slot.Set(reflect.ValueOf(b.params[i].view))
+	}
+}
+
+func unbind(b *Block) {
+	for i := range b.params {
+		b.params[i].slot.Set(reflect.Zero(tensorPtr))
+	}
+}
+
+// evict frees b's device copy. Caller holds e.mu; b is loaded and idle.
+func (e *Executor) evict(b *Block) {
+	if b.dev == nil || b.inUse {
+		return
+	}
+	b.dev.Free()
+	b.dev, b.ready = nil, nil
+	for i := range b.params {
+		b.params[i].view = nil
+	}
+	e.stats.Evictions++
+}
+
+// reclaim is the device's out-of-memory hook: it evicts the least recently
+// used onload component that is idle, which is what "moves out when another
+// component needs the room" means.
+func (e *Executor) reclaim(need int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var victim *compState
+	var victimUse uint64
+	for _, cs := range e.order {
+		if cs.plan.Placement != Onload || cs == e.current || (e.loading != nil && e.loading.comp == cs) {
+			continue
+		}
+		use, loaded, busy := uint64(0), false, false
+		for _, b := range cs.Blocks {
+			loaded = loaded || b.dev != nil
+			busy = busy || b.inUse || (b.ready != nil && b.dev == nil)
+			use = max(use, b.lastUse)
+		}
+		if loaded && !busy && (victim == nil || use < victimUse) {
+			victim, victimUse = cs, use
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	for _, b := range victim.Blocks {
+		e.evict(b)
+	}
+	return true
+}
+
+// Done says the pipeline will not run the component again in this request:
+// queued prefetches are cancelled and streamed blocks leave the device.
+// Resident and persistent blocks stay (that is what the plan asked), onload
+// components stay until the room is needed.
+func (e *Executor) Done(component string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cs, ok := e.comps[component]
+	if !ok {
+		return
+	}
+	kept := e.queue[:0]
+	for _, x := range e.queue {
+		if x.comp == cs {
+			x.loadErr = errCancelled
+			close(x.ready)
+			x.ready = nil
+			continue
+		}
+		kept = append(kept, x)
+	}
+	e.queue = kept
+	for e.loading != nil && e.loading.comp == cs {
+		e.cond.Wait()
+	}
+	if cs.plan.Placement == Stream {
+		for _, b := range cs.Blocks {
+			if !e.keeps(b) {
+				e.evict(b)
+			}
+		}
+	}
+	if e.current == cs {
+		e.current = nil
+	}
+}
+
+// Stats returns the measurements so far.
+func (e *Executor) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stats
+}
+
+// Close stops the copy worker and frees every buffer the executor holds.
+func (e *Executor) Close() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	for _, x := range e.queue {
+		x.loadErr = errCancelled
+		close(x.ready)
+		x.ready = nil
+	}
+	e.queue = nil
+	e.cond.Broadcast()
+	e.mu.Unlock()
+	<-e.done
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, cs := range e.order {
+		for _, b := range cs.Blocks {
+			b.inUse = false
+			e.evict(b)
+			b.host.Free()
+			b.host = nil
+		}
+	}
+	e.staging.Free()
+	e.staging = nil
+}
