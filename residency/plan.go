@@ -48,7 +48,7 @@ const (
 // optionally for single blocks). It is a plain value, written as JSON or
 // YAML.
 type Plan struct {
-	Name       string                    `json:"name,omitempty" yaml:"name,omitempty"`
+	Name       string                   `json:"name,omitempty" yaml:"name,omitempty"`
 	Components map[string]ComponentPlan `json:"components" yaml:"components"`
 }
 
