@@ -25,14 +25,23 @@ import (
 // and sets them back to nil when they leave, so a use outside Run fails loudly
 // instead of reading stale memory.
 
+// A field of type *residency.Rows (instead of *tensor.Tensor) is a table that
+// never moves whole: the executor binds a Rows that gathers the rows asked
+// for straight from where the table is stored (the text encoder's 256k-row
+// embedding is read by row this way).
+
 // field is one tensor slot found in a weights struct.
 type field struct {
 	name     string // full checkpoint name
 	optional bool
-	slot     reflect.Value // settable *tensor.Tensor
+	rows     bool          // slot is *Rows
+	slot     reflect.Value // settable *tensor.Tensor or *Rows
 }
 
-var tensorPtr = reflect.TypeOf((*tensor.Tensor)(nil))
+var (
+	tensorPtr = reflect.TypeOf((*tensor.Tensor)(nil))
+	rowsPtr   = reflect.TypeOf((*Rows)(nil))
+)
 
 // fields walks a pointer to a weights struct.
 func fields(weights any, prefix string) ([]field, error) {
@@ -61,6 +70,11 @@ func walk(v reflect.Value, prefix string, out *[]field) error {
 				return fmt.Errorf("field %s (%s%s) is not exported", sf.Name, prefix, name)
 			}
 			*out = append(*out, field{name: prefix + name, optional: opts == "optional", slot: fv})
+		case sf.Type == rowsPtr:
+			if !fv.CanSet() {
+				return fmt.Errorf("field %s (%s%s) is not exported", sf.Name, prefix, name)
+			}
+			*out = append(*out, field{name: prefix + name, optional: opts == "optional", rows: true, slot: fv})
 		case sf.Type.Kind() == reflect.Struct:
 			p := prefix
 			if name != "" {
@@ -76,7 +90,7 @@ func walk(v reflect.Value, prefix string, out *[]field) error {
 				}
 			}
 		default:
-			return fmt.Errorf("field %s has tag w:%q but type %s (want *tensor.Tensor or a struct)", sf.Name, tag, sf.Type)
+			return fmt.Errorf("field %s has tag w:%q but type %s (want *tensor.Tensor, *residency.Rows or a struct)", sf.Name, tag, sf.Type)
 		}
 	}
 	return nil

@@ -33,6 +33,7 @@ type Block struct {
 	comp     *compState
 	index    int
 	params   []param
+	rows     []rowsParam
 	devBytes int64 // compute-ready bytes on the device (after the upcast)
 	rawBytes int64 // bytes in storage dtype (host tier, disk reads)
 
@@ -43,6 +44,12 @@ type Block struct {
 	host    *tensor.Buffer // host-tier copy in storage dtype
 	inUse   bool
 	lastUse uint64
+}
+
+// rowsParam is a table gathered by row (see Rows); it is bound, never moved.
+type rowsParam struct {
+	slot reflect.Value
+	rows *Rows
 }
 
 type param struct {
@@ -174,7 +181,7 @@ func (e *Executor) resolve(b *Block) error {
 	if err != nil {
 		return fmt.Errorf("block %s: %w", b.Name, err)
 	}
-	b.params = b.params[:0]
+	b.params, b.rows = b.params[:0], b.rows[:0]
 	b.devBytes, b.rawBytes = 0, 0
 	for _, f := range fs {
 		info, ok := b.comp.Source.Info(f.name)
@@ -183,6 +190,14 @@ func (e *Executor) resolve(b *Block) error {
 				continue
 			}
 			return fmt.Errorf("block %s: tensor %q is missing from the checkpoint", b.Name, f.name)
+		}
+		if f.rows {
+			if len(info.Shape) != 2 {
+				return fmt.Errorf("block %s: %q is %v, a row table must be 2-D", b.Name, f.name, info.Shape)
+			}
+			r := &Rows{name: f.name, info: info, src: b.comp.Source, onRead: e.countRead}
+			b.rows = append(b.rows, rowsParam{slot: f.slot, rows: r})
+			continue
 		}
 		p := param{field: f, info: info, devType: computeType(info.DType)}
 		p.devOff = b.devBytes
@@ -369,12 +384,25 @@ func bind(b *Block) {
 	for i := range b.params {
 		b.params[i].slot.Set(reflect.ValueOf(b.params[i].view))
 	}
+	for _, r := range b.rows {
+		r.slot.Set(reflect.ValueOf(r.rows))
+	}
 }
 
 func unbind(b *Block) {
 	for i := range b.params {
 		b.params[i].slot.Set(reflect.Zero(tensorPtr))
 	}
+	for _, r := range b.rows {
+		r.slot.Set(reflect.Zero(rowsPtr))
+	}
+}
+
+// countRead adds row reads to the disk statistics.
+func (e *Executor) countRead(n int64) {
+	e.mu.Lock()
+	e.stats.BytesReadDisk += n
+	e.mu.Unlock()
 }
 
 // evict frees b's device copy. Caller holds e.mu; b is loaded and idle.

@@ -264,3 +264,14 @@ func View(buf *Buffer, off int64, dt dtype.DType, shape ...int) (*Tensor, error)
 	}
 	return &Tensor{shape: append([]int(nil), shape...), dtype: dt, buf: buf, off: off, view: true}, nil
 }
+
+// SetShape changes t's own shape in place (same element count), keeping
+// ownership: use it instead of Reshape when the result replaces t.
+func (t *Tensor) SetShape(shape ...int) error {
+	s, err := inferShape(t.Len(), shape)
+	if err != nil {
+		return fmt.Errorf("reshape %v to %v: %w", t.shape, shape, err)
+	}
+	t.shape = s
+	return nil
+}

@@ -1,6 +1,19 @@
 // Package gemm holds the CPU matrix-multiply implementations behind one
 // interface: OpenBLAS loaded at run time (purego, no cgo), our own Go
-// kernels, and a naive reference. One conformance suite tests them all.
+// kernels, and a naive reference. One conformance suite (package gemmtest)
+// tests them all.
+//
+//   - OpenBLAS() loads libopenblas once, choosing its core type from the
+//     CPU (SkylakeX kernels on AVX-512) before it loads; OpenBLASInfo()
+//     says what loaded.
+//   - NewGo(pool) is the Go GEMM: packed panels and an assembly register
+//     tile kernel (AVX-512 14×32 or AVX2 6×16, written by internal/kerngen)
+//     or a portable Go kernel, on the one thread pool. It also implements
+//     Packer: weights packed once (PackB) feed SgemmPacked without the
+//     per-call transposing copy.
+//   - Best() picks OpenBLAS when it loads, else Go; the environment
+//     variable FERRY_GEMM (go, openblas or naive) overrides. Available()
+//     lists what works here.
 package gemm
 
 // Impl multiplies row-major float32 matrices:
@@ -30,15 +43,16 @@ func (Naive) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32,
 		for j := 0; j < n; j++ {
 			var s float64
 			for p := 0; p < k; p++ {
-				av := a[i*lda+p]
+				// Index first, then read: reading a[i*lda+p] before
+				// checking transA would run past a transposed operand.
+				ai, bi := i*lda+p, p*ldb+j
 				if transA {
-					av = a[p*lda+i]
+					ai = p*lda + i
 				}
-				bv := b[p*ldb+j]
 				if transB {
-					bv = b[j*ldb+p]
+					bi = j*ldb + p
 				}
-				s += float64(av) * float64(bv)
+				s += float64(a[ai]) * float64(b[bi])
 			}
 			v := float64(alpha) * s
 			if beta != 0 {

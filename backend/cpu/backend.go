@@ -1,0 +1,267 @@
+package cpu
+
+import (
+	"fmt"
+	"unsafe"
+
+	"ferry/backend/cpu/gemm"
+	"ferry/backend/cpu/parallel"
+	"ferry/dtype"
+	"ferry/tensor"
+)
+
+// Backend runs tensor.Backend kernels on the CPU. Every kernel computes in
+// float32 (float64 where that is what keeps it within an ulp or two of the
+// exact result), splits large work over parallel.Default(), and takes its
+// scratch memory from per-kernel pools, so a steady state allocates nothing
+// big.
+//
+// Matrix products go through a gemm.Impl. Large products are handed to the
+// Impl whole, on the assumption that a fast Impl parallelises them itself;
+// small ones (attention tiles, convolution tiles, small batches) are run from
+// inside the pool's workers, one per worker.
+type Backend struct {
+	dev  *Device
+	gemm gemm.Impl
+	pool *parallel.Pool
+}
+
+var _ tensor.Backend = (*Backend)(nil)
+
+// New returns a backend computing on dev with g for matrix products. A nil
+// dev gets an unlimited device; a nil g gets gemm.Naive (slow, exact; the
+// lead wires the fast implementation).
+func New(dev *Device, g gemm.Impl) *Backend {
+	if dev == nil {
+		dev = NewDevice(0)
+	}
+	if g == nil {
+		g = gemm.Naive{}
+	}
+	return &Backend{dev: dev, gemm: g, pool: parallel.Default()}
+}
+
+// Name is "cpu".
+func (be *Backend) Name() string { return "cpu" }
+
+// Device is the CPU device tensors live on.
+func (be *Backend) Device() tensor.Device { return be.dev }
+
+// GEMM is the matrix-multiply implementation in use.
+func (be *Backend) GEMM() gemm.Impl { return be.gemm }
+
+// Work sizes (in elements) below which a loop is not worth splitting.
+const (
+	grainStream = 1 << 15 // memory-bound elementwise work
+	grainMath   = 1 << 12 // elementwise work with a transcendental per element
+)
+
+// hostData checks that t's bytes are addressable here (the CPU device or the
+// Go heap) and returns them.
+func hostData(name string, t *tensor.Tensor) ([]byte, error) {
+	if t == nil {
+		return nil, fmt.Errorf("cpu: %s is nil", name)
+	}
+	if t.Len() == 0 {
+		return nil, nil
+	}
+	if t.Ptr() == nil || t.Freed() {
+		return nil, fmt.Errorf("cpu: %s %v has no storage", name, t)
+	}
+	if d := t.Device(); d != nil {
+		if _, ok := d.(*Device); !ok {
+			return nil, fmt.Errorf("cpu: %s %v lives on device %s", name, t, d.Name())
+		}
+	}
+	return t.Raw(), nil
+}
+
+// f32 returns t's elements, checking that t is a host-addressable float32
+// tensor.
+func f32(name string, t *tensor.Tensor) ([]float32, error) {
+	if t == nil {
+		return nil, fmt.Errorf("cpu: %s is nil", name)
+	}
+	if t.DType() != dtype.F32 {
+		return nil, fmt.Errorf("cpu: %s %v: want F32", name, t)
+	}
+	if _, err := hostData(name, t); err != nil {
+		return nil, err
+	}
+	return t.F32(), nil
+}
+
+// optF32 is f32 for optional parameters (nil gives nil, no error).
+func optF32(name string, t *tensor.Tensor) ([]float32, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return f32(name, t)
+}
+
+// sameShape reports an error unless dst and a have the same dimensions.
+func sameShape(dst, a *tensor.Tensor) error {
+	if !tensor.SameShape(dst.Shape(), a.Shape()) {
+		return fmt.Errorf("cpu: dst %v does not match input %v", dst, a)
+	}
+	return nil
+}
+
+// Upload converts host bytes of type srcType into dst.
+func (be *Backend) Upload(dst *tensor.Tensor, src []byte, srcType dtype.DType) error {
+	if dst == nil {
+		return fmt.Errorf("cpu: upload into nil tensor")
+	}
+	if srcType.Size() == 0 || len(src) != dst.Len()*srcType.Size() {
+		return fmt.Errorf("cpu: upload %d bytes of %s into %v", len(src), srcType, dst)
+	}
+	host, err := tensor.FromBytes(src, srcType, dst.Shape()...)
+	if err != nil {
+		return fmt.Errorf("cpu: upload: %w", err)
+	}
+	return be.Cast(dst, host)
+}
+
+// Download converts t into host float32 memory.
+func (be *Backend) Download(dst []float32, t *tensor.Tensor) error {
+	raw, err := hostData("source", t)
+	if err != nil {
+		return err
+	}
+	if len(dst) != t.Len() {
+		return fmt.Errorf("cpu: download %v into %d floats", t, len(dst))
+	}
+	return be.toF32(dst, raw, t.DType())
+}
+
+// toF32 widens raw elements of type dt into dst, in parallel chunks.
+func (be *Backend) toF32(dst []float32, raw []byte, dt dtype.DType) error {
+	switch dt {
+	case dtype.F32, dtype.BF16, dtype.F16, dtype.F8E4M3, dtype.F8E5M2, dtype.F64, dtype.I64, dtype.I32, dtype.Bool:
+	default:
+		return fmt.Errorf("cpu: convert %s to F32 not implemented", dt)
+	}
+	size := dt.Size()
+	if len(raw) != len(dst)*size {
+		return fmt.Errorf("cpu: convert %d bytes of %s into %d floats", len(raw), dt, len(dst))
+	}
+	be.pool.For(len(dst), grainStream, func(lo, hi int) {
+		// Cannot fail: the type and the lengths were checked above.
+		_ = dtype.ToF32(dst[lo:hi], raw[lo*size:hi*size], dt)
+	})
+	return nil
+}
+
+// Cast converts src into dst: any storage type to F32, F32 to BF16, F16 or
+// F64, and any type to itself (a copy).
+func (be *Backend) Cast(dst, src *tensor.Tensor) error {
+	if dst == nil || src == nil {
+		return fmt.Errorf("cpu: cast with nil tensor")
+	}
+	if dst.Len() != src.Len() {
+		return fmt.Errorf("cpu: cast %v into %v: element counts differ", src, dst)
+	}
+	draw, err := hostData("dst", dst)
+	if err != nil {
+		return err
+	}
+	sraw, err := hostData("source", src)
+	if err != nil {
+		return err
+	}
+	if dst.Len() == 0 {
+		return nil
+	}
+	switch {
+	case dst.DType() == src.DType():
+		be.copyBytes(draw, sraw)
+		return nil
+	case dst.DType() == dtype.F32:
+		return be.toF32(dst.F32(), sraw, src.DType())
+	case src.DType() == dtype.F32:
+		return be.fromF32(dst, src.F32())
+	}
+	return fmt.Errorf("cpu: cast %s to %s not implemented", src.DType(), dst.DType())
+}
+
+// fromF32 narrows float32 values into dst (BF16 and F16 round to nearest
+// even, as PyTorch does).
+func (be *Backend) fromF32(dst *tensor.Tensor, src []float32) error {
+	switch dst.DType() {
+	case dtype.BF16:
+		d := dst.U16()
+		be.pool.For(len(d), grainStream, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				d[i] = dtype.F32ToBF16(src[i])
+			}
+		})
+	case dtype.F16:
+		d := dst.U16()
+		be.pool.For(len(d), grainStream, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				d[i] = dtype.F32ToF16(src[i])
+			}
+		})
+	case dtype.F64:
+		d := dst.F64()
+		be.pool.For(len(d), grainStream, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				d[i] = float64(src[i])
+			}
+		})
+	default:
+		return fmt.Errorf("cpu: cast F32 to %s not implemented", dst.DType())
+	}
+	return nil
+}
+
+// copyBytes copies src into dst (same length) in parallel chunks.
+func (be *Backend) copyBytes(dst, src []byte) {
+	const grain = 1 << 18
+	be.pool.For(len(dst), grain, func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
+}
+
+// Fill sets every element of dst to v (F32, F64, BF16, F16).
+func (be *Backend) Fill(dst *tensor.Tensor, v float32) error {
+	raw, err := hostData("dst", dst)
+	if err != nil || dst.Len() == 0 {
+		return err
+	}
+	switch dst.DType() {
+	case dtype.F32:
+		fillT(be.pool, dst.F32(), v)
+	case dtype.F64:
+		fillT(be.pool, dst.F64(), float64(v))
+	case dtype.BF16:
+		fillT(be.pool, dst.U16(), dtype.F32ToBF16(v))
+	case dtype.F16:
+		fillT(be.pool, dst.U16(), dtype.F32ToF16(v))
+	default:
+		if v == 0 {
+			fillT(be.pool, raw, 0)
+			return nil
+		}
+		return fmt.Errorf("cpu: fill %v with %g not implemented", dst, v)
+	}
+	return nil
+}
+
+// fillT sets every element of d to v in parallel chunks.
+func fillT[T any](p *parallel.Pool, d []T, v T) {
+	p.For(len(d), grainStream, func(lo, hi int) {
+		s := d[lo:hi]
+		for i := range s {
+			s[i] = v
+		}
+	})
+}
+
+// elems views raw bytes as a slice of T (the caller checked the size).
+func elems[T any](raw []byte) []T {
+	var zero T
+	n := len(raw) / int(unsafe.Sizeof(zero))
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&raw[0])), n)
+}

@@ -1,0 +1,263 @@
+package cpu_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"ferry/backend/cpu"
+	"ferry/backend/cpu/gemm"
+	"ferry/tensor"
+)
+
+// Benchmarks. The kernels that multiply matrices (Attention, Conv) are
+// measured with two stand-ins until the fast gemm.Impl is wired in:
+//
+//   - "null": a GEMM that does nothing, which measures everything the kernel
+//     does besides its matrix products (softmax, im2col, bookkeeping): the
+//     ceiling the kernel puts on any GEMM;
+//   - "blocked": blockedGEMM below, plain Go, a stand-in for scale only.
+//
+// Add the real implementation to benchGEMMs when it lands.
+func benchGEMMs() []gemm.Impl { return []gemm.Impl{nullGEMM{}, blockedGEMM{}} }
+
+// nullGEMM leaves C as it is.
+type nullGEMM struct{}
+
+func (nullGEMM) Name() string { return "null" }
+func (nullGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int) {
+}
+
+// blockedGEMM is a simple cache-blocked Go GEMM (no transA), single
+// threaded per call: rows of C accumulate alpha·A[i,p]·B[p,:] over blocks of
+// p (B not transposed) or dot products of rows (B transposed).
+type blockedGEMM struct{}
+
+func (blockedGEMM) Name() string { return "blocked" }
+
+func (blockedGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if transA {
+		cpu.ExactGEMM{}.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	for i := range m {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+		} else if beta != 1 {
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+	}
+	if transB {
+		for i := range m {
+			ar := a[i*lda : i*lda+k]
+			for j := range n {
+				br := b[j*ldb : j*ldb+k]
+				var s0, s1, s2, s3 float32
+				p := 0
+				for ; p+4 <= k; p += 4 {
+					s0 += ar[p] * br[p]
+					s1 += ar[p+1] * br[p+1]
+					s2 += ar[p+2] * br[p+2]
+					s3 += ar[p+3] * br[p+3]
+				}
+				for ; p < k; p++ {
+					s0 += ar[p] * br[p]
+				}
+				c[i*ldc+j] += alpha * (s0 + s1 + s2 + s3)
+			}
+		}
+		return
+	}
+	const kb = 128
+	for p0 := 0; p0 < k; p0 += kb {
+		p1 := min(p0+kb, k)
+		for i := range m {
+			row := c[i*ldc : i*ldc+n]
+			for p := p0; p < p1; p++ {
+				av := alpha * a[i*lda+p]
+				br := b[p*ldb : p*ldb+n]
+				for j, bv := range br {
+					row[j] += av * bv
+				}
+			}
+		}
+	}
+}
+
+type bench struct {
+	b   *testing.B
+	be  *cpu.Backend
+	ops *tensor.Ops
+}
+
+func newBench(b *testing.B, g gemm.Impl) *bench {
+	be := cpu.New(cpu.NewDevice(0), g)
+	return &bench{b: b, be: be, ops: tensor.NewOps(be)}
+}
+
+func (x *bench) rand(shape ...int) *tensor.Tensor {
+	n := tensor.NumElems(shape)
+	data := make([]float32, n)
+	s := uint32(12345)
+	for i := range data {
+		s = s*1664525 + 1013904223
+		data[i] = float32(s>>8)/float32(1<<24)*2 - 1
+	}
+	t := x.ops.Upload(data, shape...)
+	if err := x.ops.Err(); err != nil {
+		x.b.Fatal(err)
+	}
+	return t
+}
+
+func (x *bench) empty(shape ...int) *tensor.Tensor {
+	t := x.ops.Zeros(shape...)
+	if err := x.ops.Err(); err != nil {
+		x.b.Fatal(err)
+	}
+	return t
+}
+
+func (x *bench) run(fn func() error) {
+	x.b.ResetTimer()
+	for range x.b.N {
+		if err := fn(); err != nil {
+			x.b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAttention: Wan-like self-attention, B=1, H=12, D=128. Reports
+// GFLOP/s = 4·B·H·Lq·Lk·D / time.
+func BenchmarkAttention(b *testing.B) {
+	for _, g := range benchGEMMs() {
+		for _, l := range []int{1280, 4096} {
+			b.Run(fmt.Sprintf("%s/L=%d", g.Name(), l), func(b *testing.B) {
+				x := newBench(b, g)
+				const h, d = 12, 128
+				q, k, v := x.rand(1, l, h, d), x.rand(1, l, h, d), x.rand(1, l, h, d)
+				out := x.empty(1, l, h, d)
+				scale := float32(1 / math.Sqrt(d))
+				x.run(func() error { return x.be.Attention(out, q, k, v, nil, scale) })
+				flops := 4.0 * h * float64(l) * float64(l) * d
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkConv3d: the Wan VAE's 3×3×3 convolution with [0,1,1] padding on
+// 4 frames of 60×104. Reports GFLOP/s = 2·O·C·27·positions / time.
+func BenchmarkConv3d(b *testing.B) {
+	for _, g := range benchGEMMs() {
+		for _, c := range []int{96, 384} {
+			b.Run(fmt.Sprintf("%s/C=%d", g.Name(), c), func(b *testing.B) {
+				x := newBench(b, g)
+				in := x.rand(1, c, 4, 60, 104)
+				w := x.rand(c, c, 3, 3, 3)
+				bias := x.rand(c)
+				out := x.empty(1, c, 2, 60, 104)
+				x.run(func() error { return x.be.Conv(out, in, w, bias, []int{1, 1, 1}, []int{0, 1, 1}) })
+				flops := 2.0 * float64(c*c*27) * float64(out.Len()/c)
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// Memory-bound kernels report bytes read plus written per second.
+
+const (
+	benchRows = 1024
+	benchCols = 5120 // Wan 14B's model width
+)
+
+func BenchmarkAdd(b *testing.B) {
+	cases := []struct {
+		name string
+		a, b []int
+	}{
+		{"same", []int{benchRows, benchCols}, []int{benchRows, benchCols}},
+		{"bias", []int{benchRows, benchCols}, []int{benchCols}},
+		{"adaLN", []int{2, benchRows / 2, benchCols}, []int{2, 1, benchCols}},
+		{"channel", []int{1, 96, 4, 60, 104}, []int{1, 96, 1, 1, 1}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			x := newBench(b, nil)
+			ta, tb := x.rand(c.a...), x.rand(c.b...)
+			b.SetBytes(2*ta.Bytes() + tb.Bytes())
+			x.run(func() error { return x.be.Add(ta, ta, tb) })
+		})
+	}
+}
+
+func BenchmarkUnary(b *testing.B) {
+	for _, op := range []tensor.UnaryOp{tensor.SiLU, tensor.GELUTanh, tensor.GELUErf, tensor.ReLU} {
+		b.Run(op.String(), func(b *testing.B) {
+			x := newBench(b, nil)
+			a := x.rand(benchRows, benchCols)
+			out := x.empty(benchRows, benchCols)
+			b.SetBytes(2 * a.Bytes())
+			x.run(func() error { return x.be.Unary(out, a, op) })
+		})
+	}
+}
+
+func BenchmarkNorms(b *testing.B) {
+	x := newBench(b, nil)
+	a := x.rand(benchRows, benchCols)
+	w, bias := x.rand(benchCols), x.rand(benchCols)
+	out := x.empty(benchRows, benchCols)
+	vae := x.rand(1, 96, 4, 60, 104)
+	vaeOut := x.empty(1, 96, 4, 60, 104)
+	gw, gb := x.rand(96), x.rand(96)
+	cases := []struct {
+		name  string
+		bytes int64
+		fn    func() error
+	}{
+		{"layernorm", 2 * a.Bytes(), func() error { return x.be.LayerNorm(out, a, w, bias, 1e-6) }},
+		{"rmsnorm", 2 * a.Bytes(), func() error { return x.be.RMSNorm(out, a, w, 1e-6) }},
+		{"softmax", 2 * a.Bytes(), func() error { return x.be.Softmax(out, a) }},
+		{"groupnorm", 2 * vae.Bytes(), func() error { return x.be.GroupNorm(vaeOut, vae, gw, gb, 32, 1e-6) }},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			x.b = b
+			b.SetBytes(c.bytes)
+			x.run(c.fn)
+		})
+	}
+}
+
+func BenchmarkLayout(b *testing.B) {
+	x := newBench(b, nil)
+	blhd := x.rand(1, 4096, 12, 128)
+	bhld := x.empty(1, 12, 4096, 128)
+	mat := x.rand(2048, 2560)
+	matT := x.empty(2560, 2048)
+	cos, sin := x.ops.UploadF64(make([]float64, 4096*64), 4096, 64), x.ops.UploadF64(make([]float64, 4096*64), 4096, 64)
+	rope := x.empty(1, 4096, 12, 128)
+	cases := []struct {
+		name  string
+		bytes int64
+		fn    func() error
+	}{
+		{"permute_BLHD_BHLD", 2 * blhd.Bytes(), func() error { return x.be.Permute(bhld, blhd, []int{0, 2, 1, 3}) }},
+		{"transpose_2d", 2 * mat.Bytes(), func() error { return x.be.Permute(matT, mat, []int{1, 0}) }},
+		{"rope", 2*blhd.Bytes() + 2*cos.Bytes(), func() error { return x.be.Rope(rope, blhd, cos, sin) }},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			x.b = b
+			b.SetBytes(c.bytes)
+			x.run(c.fn)
+		})
+	}
+}

@@ -1,0 +1,171 @@
+package gemm_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"ferry/backend/cpu/gemm"
+	"ferry/backend/cpu/parallel"
+)
+
+// DiT shapes: x [M, K] times Linear weights [N, K] (transB).
+var (
+	benchMs  = []int{256, 1280, 4096}
+	benchKNs = [][2]int{{1536, 1536}, {1536, 8960}, {8960, 1536}}
+)
+
+// The operands of every benchmark are views of one set of buffers sized
+// for the largest shape, allocated and touched once, so no benchmark pays
+// for fresh pages or a garbage collection of the previous one's.
+var (
+	benchOnce      sync.Once
+	benchA, benchB []float32
+	benchC         []float32
+)
+
+type benchOperands struct {
+	m, n, k int
+	a, b, c []float32
+}
+
+func newBenchOperands(m, n, k int) *benchOperands {
+	benchOnce.Do(func() {
+		maxM, maxK, maxN := 4096, 8960, 8960
+		rng := rand.New(rand.NewPCG(5, 6))
+		fill := func(n int) []float32 {
+			s := make([]float32, n)
+			for i := range s {
+				s[i] = rng.Float32() - 0.5
+			}
+			return s
+		}
+		benchA, benchB, benchC = fill(maxM*maxK), fill(maxK*maxN), fill(maxM*maxN)
+	})
+	return &benchOperands{m: m, n: n, k: k, a: benchA[:m*k], b: benchB[:n*k], c: benchC[:m*n]}
+}
+
+// measure runs body b.N times and reports GFLOP/s of wall time and, as
+// cpu-GFLOP/s, per second of CPU time used (robust to other processes
+// taking the cores; with w workers it reads as the per-core rate).
+func measure(b *testing.B, m, n, k int, body func()) {
+	body() // warm up: workspace growth and first-touch page faults
+	c0 := cpuSeconds()
+	for b.Loop() {
+		body()
+	}
+	cpu := cpuSeconds() - c0
+	flops := 2 * float64(m) * float64(n) * float64(k) * float64(b.N)
+	b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	if cpu > 0 {
+		b.ReportMetric(flops/cpu/1e9, "cpu-GFLOP/s")
+	}
+}
+
+// BenchmarkSgemm compares the implementations at DiT shapes, interleaved
+// (shape outer, implementation inner) so machine noise hits all alike.
+// "go-packed" is the Go GEMM with the weights prepacked once.
+func BenchmarkSgemm(b *testing.B) {
+	impls := []gemm.Impl{}
+	if o, err := gemm.OpenBLAS(); err == nil {
+		impls = append(impls, o)
+	} else {
+		b.Logf("OpenBLAS not installed, not benchmarked: %v", err)
+	}
+	g := gemm.DefaultGo()
+	impls = append(impls, g)
+	for _, m := range benchMs {
+		for _, kn := range benchKNs {
+			k, n := kn[0], kn[1]
+			ops := newBenchOperands(m, n, k)
+			shape := fmt.Sprintf("M=%d/K=%d/N=%d", m, k, n)
+			for _, impl := range impls {
+				b.Run(shape+"/"+impl.Name(), func(b *testing.B) {
+					measure(b, m, n, k, func() {
+						impl.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
+					})
+				})
+				settle(impl)
+			}
+			b.Run(shape+"/go-packed", func(b *testing.B) {
+				pk, err := g.PackB(nil, true, n, k, ops.b, k)
+				if err != nil {
+					b.Fatal(err)
+				}
+				measure(b, m, n, k, func() {
+					if err := g.SgemmPacked(false, m, 1, ops.a, k, pk, 0, ops.c, n); err != nil {
+						b.Fatal(err)
+					}
+				})
+			})
+		}
+	}
+}
+
+// settle waits after an OpenBLAS run until its threads stop spinning:
+// OpenBLAS 0.3.21 busy-waits for new work for about 2^28 cycles (~80 ms
+// here) after each call, which would take a core from whatever runs next.
+func settle(impl gemm.Impl) {
+	if impl.Name() == "openblas" {
+		time.Sleep(150 * time.Millisecond)
+	}
+}
+
+// BenchmarkGoWorkers measures how the Go GEMM scales from one worker to
+// two (the goal is ≥ 1.8×).
+func BenchmarkGoWorkers(b *testing.B) {
+	pools := []*parallel.Pool{parallel.New(1), parallel.New(2)}
+	for _, m := range benchMs {
+		k, n := 1536, 1536
+		ops := newBenchOperands(m, n, k)
+		for _, pool := range pools {
+			g := gemm.NewGo(pool)
+			b.Run(fmt.Sprintf("M=%d/K=%d/N=%d/workers=%d", m, k, n, pool.Workers()), func(b *testing.B) {
+				measure(b, m, n, k, func() {
+					g.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkSmall times attention-tile sized products, where call overhead
+// (purego, packing, dispatch) matters more than the kernel.
+func BenchmarkSmall(b *testing.B) {
+	impls := []gemm.Impl{gemm.DefaultGo()}
+	if o, err := gemm.OpenBLAS(); err == nil {
+		impls = append(impls, o)
+	}
+	for _, s := range [][3]int{{64, 64, 64}, {16, 128, 64}, {1, 256, 256}} {
+		m, n, k := s[0], s[1], s[2]
+		ops := newBenchOperands(m, n, k)
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("M=%d/K=%d/N=%d/%s", m, k, n, impl.Name()), func(b *testing.B) {
+				measure(b, m, n, k, func() {
+					impl.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
+				})
+			})
+			settle(impl)
+		}
+	}
+}
+
+// BenchmarkGoKernels compares the Go GEMM's micro-kernels at one DiT shape
+// (the portable kernel is the fallback off amd64).
+func BenchmarkGoKernels(b *testing.B) {
+	const m, k, n = 1280, 1536, 1536
+	ops := newBenchOperands(m, n, k)
+	for _, name := range gemm.GoKernels() {
+		g, err := gemm.NewGoKernel(nil, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("M=%d/K=%d/N=%d/%s", m, k, n, name), func(b *testing.B) {
+			measure(b, m, n, k, func() {
+				g.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
+			})
+		})
+	}
+}

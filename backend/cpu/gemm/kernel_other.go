@@ -1,0 +1,13 @@
+//go:build !amd64
+
+package gemm
+
+// archKernels: no assembly kernels outside amd64 yet; the portable Go
+// kernel runs.
+func archKernels() []*kernel { return nil }
+
+// transpose16 exists only so the packing code compiles; kernels that set
+// transpose (AVX-512) are never selected here.
+func transpose16(dst *float32, dstStride int, src *float32, srcStride int, rows int, storeMask uint32) {
+	panic("gemm: transpose16 needs AVX-512")
+}

@@ -1,0 +1,127 @@
+package gemm
+
+// Packed layouts (the micro-kernels read nothing else):
+//
+//   - A block: rows [i0, i0+mc) of op(A), k range [p0, p0+kc), cut into
+//     panels of mr rows. Panel q starts at q·mr·kc and holds kc steps of
+//     rows(q) floats (the last panel may have fewer rows; it is not padded
+//     because each row count has its own kernel).
+//   - B block: columns [j0, j0+nc) of op(B), the same k range, cut into
+//     panels of nr columns. Panel q starts at q·nr·kc and holds kc steps of
+//     nr floats, zero-padded past the last column.
+//
+// A bf16 B operand would keep the same panel order with 2-byte elements;
+// only packB and the kernels' B loads would change.
+
+// packA packs op(A)[i0:i0+mc, p0:p0+kc] into dst.
+func (kn *kernel) packA(dst, a []float32, lda int, transA bool, i0, mc, p0, kc int) {
+	for q := 0; q*kn.mr < mc; q++ {
+		rows := min(kn.mr, mc-q*kn.mr)
+		off := q * kn.mr * kc
+		panel := dst[off : off+rows*kc]
+		r0 := i0 + q*kn.mr
+		if transA {
+			packRowsContiguous(panel, a, lda, r0, rows, p0, kc)
+		} else {
+			kn.packRowsStrided(panel, a, lda, r0, rows, p0, kc)
+		}
+	}
+}
+
+// packRowsStrided packs rows r0..r0+rows of a row-major matrix (each row
+// contiguous in k) k-major: panel[p·rows + r] = a[(r0+r)·lda + p0+p].
+func (kn *kernel) packRowsStrided(panel, a []float32, lda, r0, rows, p0, kc int) {
+	p := 0
+	if kn.transpose && rows <= 16 {
+		for ; p+16 <= kc; p += 16 {
+			src := a[r0*lda+p0+p : (r0+rows-1)*lda+p0+p+16]
+			dst := panel[p*rows : (p+16)*rows]
+			transpose16(&dst[0], rows, &src[0], lda, rows, 1<<rows-1)
+		}
+	}
+	if p == kc {
+		return
+	}
+	for r := range rows {
+		row := a[(r0+r)*lda+p0+p : (r0+r)*lda+p0+kc]
+		for i, v := range row {
+			panel[(p+i)*rows+r] = v
+		}
+	}
+}
+
+// packRowsContiguous packs rows r0..r0+rows of a matrix stored transposed
+// (the rows of one k step are contiguous): panel[p·rows + r] =
+// a[(p0+p)·lda + r0+r].
+func packRowsContiguous(panel, a []float32, lda, r0, rows, p0, kc int) {
+	for p := range kc {
+		s := (p0+p)*lda + r0
+		copy(panel[p*rows:(p+1)*rows], a[s:s+rows])
+	}
+}
+
+// packB packs panels [q0, q1) of op(B)[p0:p0+kc, j0:j0+nc] into dst (each
+// panel kc·nr floats, panel q at q·kc·nr).
+func (kn *kernel) packB(dst, b []float32, ldb int, transB bool, j0, nc, p0, kc, q0, q1 int) {
+	nr := kn.nr
+	for q := q0; q < q1; q++ {
+		kn.packBPanel(dst[q*kc*nr:(q+1)*kc*nr], b, ldb, transB, j0+q*nr, min(nr, nc-q*nr), p0, kc)
+	}
+}
+
+// packBPanel packs one panel: columns [jq, jq+cols) of op(B), k range
+// [p0, p0+kc), into panel (kc·nr floats).
+func (kn *kernel) packBPanel(panel, b []float32, ldb int, transB bool, jq, cols, p0, kc int) {
+	if transB {
+		kn.packColsStrided(panel, b, ldb, jq, cols, p0, kc)
+	} else {
+		packColsContiguous(panel, kn.nr, b, ldb, jq, cols, p0, kc)
+	}
+}
+
+// packColsContiguous packs columns of a row-major B (one k step's columns
+// are contiguous): panel[p·nr + j] = b[(p0+p)·ldb + jq+j], zero past cols.
+func packColsContiguous(panel []float32, nr int, b []float32, ldb, jq, cols, p0, kc int) {
+	for p := range kc {
+		s := (p0+p)*ldb + jq
+		dst := panel[p*nr : (p+1)*nr]
+		copy(dst, b[s:s+cols])
+		clear(dst[cols:])
+	}
+}
+
+// packColsStrided packs columns of B stored transposed (Bᵀ row-major, as
+// PyTorch stores Linear weights [out, in]): panel[p·nr + j] =
+// b[(jq+j)·ldb + p0+p], zero past cols.
+func (kn *kernel) packColsStrided(panel, b []float32, ldb, jq, cols, p0, kc int) {
+	nr := kn.nr
+	p := 0
+	if kn.transpose && nr%16 == 0 {
+		for ; p+16 <= kc; p += 16 {
+			for g := 0; g < nr; g += 16 {
+				n := min(16, cols-g)
+				dst := panel[p*nr+g : (p+15)*nr+g+16]
+				if n <= 0 {
+					for i := range 16 {
+						clear(dst[i*nr : i*nr+16])
+					}
+					continue
+				}
+				src := b[(jq+g)*ldb+p0+p : (jq+g+n-1)*ldb+p0+p+16]
+				transpose16(&dst[0], nr, &src[0], ldb, n, 0xffff)
+			}
+		}
+	}
+	if p == kc {
+		return
+	}
+	for j := range cols {
+		row := b[(jq+j)*ldb+p0+p : (jq+j)*ldb+p0+kc]
+		for i, v := range row {
+			panel[(p+i)*nr+j] = v
+		}
+	}
+	for ; p < kc; p++ {
+		clear(panel[p*nr+cols : (p+1)*nr])
+	}
+}

@@ -1,0 +1,59 @@
+package gemm
+
+import (
+	"fmt"
+	"os"
+	"sync"
+)
+
+var (
+	defaultGoOnce sync.Once
+	defaultGo     *Go
+)
+
+// DefaultGo is the process-wide Go GEMM (best kernel, default pool), so
+// every user shares its packing buffers.
+func DefaultGo() *Go {
+	defaultGoOnce.Do(func() { defaultGo = NewGo(nil) })
+	return defaultGo
+}
+
+// Available lists the implementations usable here, fastest first:
+// "openblas" when it loads, "go", then "naive". For calibrate and bench.
+func Available() []Impl {
+	var impls []Impl
+	if o, err := OpenBLAS(); err == nil {
+		impls = append(impls, o)
+	}
+	return append(impls, DefaultGo(), Naive{})
+}
+
+// Select returns the implementation named "openblas", "go" or "naive"; ""
+// means the default (OpenBLAS when it loads, else go).
+func Select(name string) (Impl, error) {
+	switch name {
+	case "":
+		if o, err := OpenBLAS(); err == nil {
+			return o, nil
+		}
+		return DefaultGo(), nil
+	case "openblas":
+		return OpenBLAS()
+	case "go":
+		return DefaultGo(), nil
+	case "naive":
+		return Naive{}, nil
+	}
+	return nil, fmt.Errorf("gemm: unknown implementation %q (want openblas, go or naive)", name)
+}
+
+// Best is Select(FERRY_GEMM). When the variable names something unknown or
+// unloadable it falls back to the default; callers that must report that
+// call Select themselves.
+func Best() Impl {
+	if impl, err := Select(os.Getenv("FERRY_GEMM")); err == nil {
+		return impl
+	}
+	impl, _ := Select("")
+	return impl
+}

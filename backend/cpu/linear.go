@@ -1,0 +1,166 @@
+package cpu
+
+import (
+	"fmt"
+
+	"ferry/dtype"
+	"ferry/tensor"
+)
+
+// bigGEMM is the work (in flops) above which one product is handed to the
+// gemm.Impl alone, trusting it to use every core; smaller products are
+// spread over the pool one per worker instead.
+const bigGEMM = 1 << 22
+
+// Linear sets dst[..., N] = x[..., K] · w[N, K]ᵀ + bias[N].
+func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
+	if w == nil || x == nil || dst == nil {
+		return fmt.Errorf("cpu: linear with nil tensor")
+	}
+	if w.DType() == dtype.BF16 {
+		return fmt.Errorf("cpu: linear with BF16 weights %v not implemented (needs a bf16 GEMM; cast the weights to F32)", w)
+	}
+	d, err := f32("dst", dst)
+	if err != nil {
+		return err
+	}
+	xs, err := f32("input", x)
+	if err != nil {
+		return err
+	}
+	ws, err := f32("weight", w)
+	if err != nil {
+		return err
+	}
+	bs, err := optF32("bias", bias)
+	if err != nil {
+		return err
+	}
+	if err := checkLinear(dst, x, w, bias); err != nil {
+		return err
+	}
+	n, k := w.Dim(0), w.Dim(1)
+	m := x.Len() / max(k, 1)
+	if k == 0 {
+		m = dst.Len() / max(n, 1)
+	}
+	if m == 0 || n == 0 {
+		return nil
+	}
+	beta := float32(0)
+	if bs != nil {
+		be.fillRows(d, bs, m)
+		beta = 1
+	}
+	if k == 0 {
+		if bs == nil {
+			fillT(be.pool, d, 0)
+		}
+		return nil
+	}
+	be.gemm.Sgemm(false, true, m, n, k, 1, xs, k, ws, k, beta, d, n)
+	return nil
+}
+
+func checkLinear(dst, x, w, bias *tensor.Tensor) error {
+	xs := x.Shape()
+	if w.Rank() != 2 || x.Rank() < 1 || xs[len(xs)-1] != w.Dim(1) {
+		return fmt.Errorf("cpu: input %v does not match weight %v ([out, in])", x, w)
+	}
+	want := append(append([]int(nil), xs[:len(xs)-1]...), w.Dim(0))
+	if !tensor.SameShape(dst.Shape(), want) {
+		return fmt.Errorf("cpu: dst %v, want %v", dst, want)
+	}
+	if bias != nil && bias.Len() != w.Dim(0) {
+		return fmt.Errorf("cpu: bias %v does not match weight %v", bias, w)
+	}
+	return nil
+}
+
+// fillRows copies row into each of the rows of d.
+func (be *Backend) fillRows(d, row []float32, rows int) {
+	n := len(row)
+	be.pool.For(rows, max(1, grainStream/max(n, 1)), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			copy(d[r*n:(r+1)*n], row)
+		}
+	})
+}
+
+// MatMul sets dst[B, M, N] = a[B, M, K] · b[B, K, N] (b[B, N, K]ᵀ when
+// transB); b may hold a single matrix shared by the batch.
+func (be *Backend) MatMul(dst, a, b *tensor.Tensor, transB bool) error {
+	d, err := f32("dst", dst)
+	if err != nil {
+		return err
+	}
+	as, err := f32("a", a)
+	if err != nil {
+		return err
+	}
+	bs, err := f32("b", b)
+	if err != nil {
+		return err
+	}
+	g, err := planMatMul(dst, a, b, transB)
+	if err != nil || len(d) == 0 {
+		return err
+	}
+	if g.k == 0 {
+		fillT(be.pool, d, 0)
+		return nil
+	}
+	ldb := g.n
+	if transB {
+		ldb = g.k
+	}
+	if g.sharedB {
+		// One matrix for the whole batch: the batches of a are consecutive
+		// rows, so it is a single product with batch·M rows.
+		be.gemm.Sgemm(false, transB, g.batch*g.m, g.n, g.k, 1, as, g.k, bs, ldb, 0, d, g.n)
+		return nil
+	}
+	one := func(i int) {
+		be.gemm.Sgemm(false, transB, g.m, g.n, g.k, 1, as[i*g.m*g.k:], g.k, bs[i*g.k*g.n:], ldb, 0, d[i*g.m*g.n:], g.n)
+	}
+	if flops := 2 * g.m * g.n * g.k; flops >= bigGEMM {
+		for i := range g.batch {
+			one(i)
+		}
+		return nil
+	}
+	be.pool.For(g.batch, 1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			one(i)
+		}
+	})
+	return nil
+}
+
+type matmulShape struct {
+	batch, m, n, k int
+	sharedB        bool
+}
+
+func planMatMul(dst, a, b *tensor.Tensor, transB bool) (matmulShape, error) {
+	if a.Rank() < 2 || b.Rank() < 2 || dst.Rank() < 2 {
+		return matmulShape{}, fmt.Errorf("cpu: matmul %v · %v needs rank >= 2", a, b)
+	}
+	g := matmulShape{m: a.Dim(-2), k: a.Dim(-1)}
+	kb, n := b.Dim(-2), b.Dim(-1)
+	if transB {
+		kb, n = n, kb
+	}
+	g.n = n
+	g.batch = tensor.NumElems(a.Shape()[:a.Rank()-2])
+	batchB := tensor.NumElems(b.Shape()[:b.Rank()-2])
+	if kb != g.k || (batchB != 1 && batchB != g.batch) {
+		return g, fmt.Errorf("cpu: matmul %v · %v (transB=%v) do not match", a, b, transB)
+	}
+	g.sharedB = batchB == 1
+	want := append(append([]int(nil), a.Shape()[:a.Rank()-2]...), g.m, g.n)
+	if !tensor.SameShape(dst.Shape(), want) {
+		return g, fmt.Errorf("cpu: matmul dst %v, want %v", dst, want)
+	}
+	return g, nil
+}

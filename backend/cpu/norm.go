@@ -1,0 +1,217 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"ferry/tensor"
+)
+
+// Normalisations keep their statistics (sums, means, variances) in float64:
+// it costs little next to the memory traffic and keeps every result within
+// an ulp or two of the exact value, closer than PyTorch's float32 kernels
+// are to it.
+
+// lastDim is the length of t's rows (its last dimension; 1 for a scalar).
+func lastDim(t *tensor.Tensor) int {
+	if t.Rank() == 0 {
+		return 1
+	}
+	return t.Dim(-1)
+}
+
+// forRows runs fn over rows [lo, hi) of width n in parallel.
+func (be *Backend) forRows(rows, n, grain int, fn func(lo, hi int)) {
+	be.pool.For(rows, max(1, grain/max(n, 1)), fn)
+}
+
+// Softmax sets dst = softmax(a) over the last dimension.
+func (be *Backend) Softmax(dst, a *tensor.Tensor) error {
+	d, x, err := be.unaryArgs(dst, a)
+	if err != nil || len(d) == 0 {
+		return err
+	}
+	n := lastDim(a)
+	be.forRows(len(d)/n, n, grainMath, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			softmaxRow(d[r*n:(r+1)*n], x[r*n:(r+1)*n])
+		}
+	})
+	return nil
+}
+
+// softmaxRow works when d aliases x. Like PyTorch's kernel it subtracts the
+// row max in float32 before exp (an error of u·|x - max| relative, which
+// only matters for entries exp makes tiny) and sums in float32 lanes.
+func softmaxRow(d, x []float32) {
+	copy(d, x)
+	m := rowMax(d, float32(math.Inf(-1)))
+	sum := expShift(d, m)
+	scaleRow(d, 1/sum)
+}
+
+// LayerNorm normalises over the last dimension with the biased variance,
+// then scales by w and shifts by b (either may be nil).
+func (be *Backend) LayerNorm(dst, x, w, b *tensor.Tensor, eps float32) error {
+	d, xs, err := be.unaryArgs(dst, x)
+	if err != nil {
+		return err
+	}
+	n := lastDim(x)
+	ws, bs, err := normParams(w, b, n)
+	if err != nil || len(d) == 0 {
+		return err
+	}
+	be.forRows(len(d)/n, n, grainStream, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			layerNormRow(d[r*n:(r+1)*n], xs[r*n:(r+1)*n], ws, bs, float64(eps))
+		}
+	})
+	return nil
+}
+
+// normParams checks the optional per-feature weight and bias.
+func normParams(w, b *tensor.Tensor, n int) ([]float32, []float32, error) {
+	ws, err := optF32("weight", w)
+	if err != nil {
+		return nil, nil, err
+	}
+	bs, err := optF32("bias", b)
+	if err != nil {
+		return nil, nil, err
+	}
+	if (ws != nil && len(ws) != n) || (bs != nil && len(bs) != n) {
+		return nil, nil, fmt.Errorf("cpu: norm parameters %v, %v do not match %d features", w, b, n)
+	}
+	return ws, bs, nil
+}
+
+func meanVar(x []float32) (mean, variance float64) {
+	var s float64
+	for _, v := range x {
+		s += float64(v)
+	}
+	mean = s / float64(len(x))
+	var q float64
+	for _, v := range x {
+		c := float64(v) - mean
+		q += c * c
+	}
+	return mean, q / float64(len(x))
+}
+
+func layerNormRow(d, x, w, b []float32, eps float64) {
+	mean, variance := meanVar(x)
+	rstd := 1 / math.Sqrt(variance+eps)
+	x = x[:len(d)]
+	switch {
+	case w != nil && b != nil:
+		w, b = w[:len(d)], b[:len(d)]
+		for i, v := range x {
+			d[i] = float32((float64(v)-mean)*rstd*float64(w[i]) + float64(b[i]))
+		}
+	case w != nil:
+		w = w[:len(d)]
+		for i, v := range x {
+			d[i] = float32((float64(v) - mean) * rstd * float64(w[i]))
+		}
+	case b != nil:
+		b = b[:len(d)]
+		for i, v := range x {
+			d[i] = float32((float64(v)-mean)*rstd + float64(b[i]))
+		}
+	default:
+		for i, v := range x {
+			d[i] = float32((float64(v) - mean) * rstd)
+		}
+	}
+}
+
+// RMSNorm sets dst = x / sqrt(mean(x²) + eps) * w over the last dimension
+// (T5 style: no mean subtraction, no bias); w may be nil.
+func (be *Backend) RMSNorm(dst, x, w *tensor.Tensor, eps float32) error {
+	d, xs, err := be.unaryArgs(dst, x)
+	if err != nil {
+		return err
+	}
+	n := lastDim(x)
+	ws, _, err := normParams(w, nil, n)
+	if err != nil || len(d) == 0 {
+		return err
+	}
+	be.forRows(len(d)/n, n, grainStream, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			rmsNormRow(d[r*n:(r+1)*n], xs[r*n:(r+1)*n], ws, float64(eps))
+		}
+	})
+	return nil
+}
+
+func rmsNormRow(d, x, w []float32, eps float64) {
+	x = x[:len(d)]
+	var q float64
+	for _, v := range x {
+		q += float64(v) * float64(v)
+	}
+	r := 1 / math.Sqrt(q/float64(len(x))+eps)
+	if w == nil {
+		for i, v := range x {
+			d[i] = float32(float64(v) * r)
+		}
+		return
+	}
+	w = w[:len(d)]
+	for i, v := range x {
+		d[i] = float32(float64(v) * r * float64(w[i]))
+	}
+}
+
+// GroupNorm normalises x [N, C, spatial...] over groups of C/groups channels
+// and all spatial positions, then applies the per-channel w and b.
+func (be *Backend) GroupNorm(dst, x, w, b *tensor.Tensor, groups int, eps float32) error {
+	d, xs, err := be.unaryArgs(dst, x)
+	if err != nil {
+		return err
+	}
+	if x.Rank() < 2 || groups <= 0 || x.Dim(1)%groups != 0 {
+		return fmt.Errorf("cpu: %d groups do not divide the channels of %v", groups, x)
+	}
+	nb, c := x.Dim(0), x.Dim(1)
+	ws, bs, err := normParams(w, b, c)
+	if err != nil || len(d) == 0 {
+		return err
+	}
+	spatial := len(d) / (nb * c)
+	span := c / groups * spatial // elements of one group, contiguous
+	stats := make([]float64, 2*nb*groups)
+	be.forRows(nb*groups, span, grainStream, func(lo, hi int) {
+		for g := lo; g < hi; g++ {
+			mean, variance := meanVar(xs[g*span : (g+1)*span])
+			stats[2*g], stats[2*g+1] = mean, 1/math.Sqrt(variance+float64(eps))
+		}
+	})
+	be.forRows(nb*c, spatial, grainStream, func(lo, hi int) {
+		for row := lo; row < hi; row++ {
+			ch := row % c
+			g := row/c*groups + ch/(c/groups)
+			scale, shift := 1.0, 0.0
+			if ws != nil {
+				scale = float64(ws[ch])
+			}
+			if bs != nil {
+				shift = float64(bs[ch])
+			}
+			affineRow(d[row*spatial:(row+1)*spatial], xs[row*spatial:(row+1)*spatial],
+				stats[2*g], stats[2*g+1]*scale, shift)
+		}
+	})
+	return nil
+}
+
+// affineRow sets d = (x - mean)·scale + shift in float64.
+func affineRow(d, x []float32, mean, scale, shift float64) {
+	x = x[:len(d)]
+	for i, v := range x {
+		d[i] = float32((float64(v)-mean)*scale + shift)
+	}
+}

@@ -1,0 +1,53 @@
+package cpu
+
+import "math"
+
+// Row kernels of the online softmax. Each has a portable Go version here;
+// on amd64 with AVX-512 the exported-to-package variables below are
+// replaced by assembly (rows_amd64.go).
+var (
+	// rowMax returns the largest of init and the elements of s.
+	rowMax = rowMaxGo
+	// expShift replaces every s[i] by exp(s[i] - m) and returns their sum.
+	// m is at least every s[i], so no term overflows.
+	expShift = expShiftGo
+	// scaleRow multiplies every element of s by c.
+	scaleRow = scaleRowGo
+	// addRow adds src to dst elementwise (len(src) >= len(dst)).
+	addRow = addRowGo
+)
+
+func rowMaxGo(s []float32, init float32) float32 {
+	m := init
+	for _, x := range s {
+		if x > m {
+			m = x
+		}
+	}
+	return m
+}
+
+// expShiftGo rounds x - m to float32 first, as the vector version does, so
+// that both give the same results to an ulp.
+func expShiftGo(s []float32, m float32) float32 {
+	var sum float64
+	for i, x := range s {
+		e := math.Exp(float64(x - m))
+		s[i] = float32(e)
+		sum += e
+	}
+	return float32(sum)
+}
+
+func scaleRowGo(s []float32, c float32) {
+	for i := range s {
+		s[i] *= c
+	}
+}
+
+func addRowGo(dst, src []float32) {
+	src = src[:len(dst)]
+	for i, x := range src {
+		dst[i] += x
+	}
+}

@@ -1,0 +1,421 @@
+#include "textflag.h"
+
+// AVX-512 row kernels of the online softmax (see rows_amd64.go). Every
+// loop takes 16 floats at a time and finishes with one masked step.
+
+// TAILMASK sets K1 to the low CX bits (CX < 16).
+#define TAILMASK \
+	MOVL $1, AX; \
+	SHLL CX, AX; \
+	DECL AX; \
+	KMOVW AX, K1
+
+// func rowMaxAVX512(s *float32, n int, init float32) float32
+TEXT ·rowMaxAVX512(SB), NOSPLIT, $0-28
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS init+16(FP), Z0
+
+maxloop:
+	CMPQ CX, $16
+	JLT  maxtail
+	VMAXPS (SI), Z0, Z0
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP  maxloop
+
+maxtail:
+	TESTQ CX, CX
+	JEQ   maxreduce
+	TAILMASK
+	VMOVAPS Z0, Z1
+	VMOVUPS (SI), K1, Z1 // lanes past the end keep the running max
+	VMAXPS  Z1, Z0, Z0
+
+maxreduce:
+	VEXTRACTF64X4 $1, Z0, Y1
+	VMAXPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VMAXPS        X1, X0, X0
+	VMOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// EXP computes Z9 = exp(Z0), destroying Z0 and Z8. The argument is
+// clamped to [-104, 89] (outside, float32 exp is 0 or +Inf; NaN passes
+// through: the clamps return their second source, x, when it is NaN).
+// n = round(x·log2 e); r = x - n·ln2 in two parts (Cody-Waite), exact with
+// FMA; exp(r) by its Taylor polynomial of degree 7 (error below 1e-8
+// relative for |r| <= ln2/2); then VSCALEFPS multiplies by 2^n, going
+// gracefully to subnormals, 0 and +Inf.
+#define EXP \
+	VMAXPS       Z0, Z2, Z0; \
+	VMINPS       Z0, Z4, Z0; \
+	VMULPS       Z3, Z0, Z8; \
+	VRNDSCALEPS  $0, Z8, Z8; \
+	VFNMADD231PS Z5, Z8, Z0; \
+	VFNMADD231PS Z6, Z8, Z0; \
+	VMOVAPS      Z10, Z9; \
+	VFMADD213PS  Z11, Z0, Z9; \
+	VFMADD213PS  Z12, Z0, Z9; \
+	VFMADD213PS  Z13, Z0, Z9; \
+	VFMADD213PS  Z14, Z0, Z9; \
+	VFMADD213PS  Z15, Z0, Z9; \
+	VFMADD213PS  Z16, Z0, Z9; \
+	VFMADD213PS  Z16, Z0, Z9; \
+	VSCALEFPS    Z8, Z9, Z9
+
+#define CONST(bits, reg) \
+	MOVL         $bits, AX; \
+	VPBROADCASTD AX, reg
+
+// EXPCONSTS loads the constants EXP uses (Z2-Z6, Z10-Z16; AX is lost).
+#define EXPCONSTS \
+	CONST(0xc2d00000, Z2); \
+	CONST(0x3fb8aa3b, Z3); \
+	CONST(0x42b20000, Z4); \
+	CONST(0x3f317200, Z5); \
+	CONST(0x35bfbe8e, Z6); \
+	CONST(0x39500d01, Z10); \
+	CONST(0x3ab60b61, Z11); \
+	CONST(0x3c088889, Z12); \
+	CONST(0x3d2aaaab, Z13); \
+	CONST(0x3e2aaaab, Z14); \
+	CONST(0x3f000000, Z15); \
+	CONST(0x3f800000, Z16)
+
+// Constants, in order: -104, log2 e, 89, ln2 (high part: exact times any n
+// here), ln2 (low part), 1/7!, 1/6!, 1/5!, 1/4!, 1/3!, 1/2!, 1/1! = 1/0!.
+
+// func expShiftAVX512(s *float32, n int, m float32) float32
+TEXT ·expShiftAVX512(SB), NOSPLIT, $0-28
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m+16(FP), Z1
+	EXPCONSTS
+	VPXORD Z7, Z7, Z7
+
+exploop:
+	CMPQ    CX, $16
+	JLT     exptail
+	VMOVUPS (SI), Z0
+	VSUBPS  Z1, Z0, Z0
+	EXP
+	VMOVUPS Z9, (SI)
+	VADDPS  Z9, Z7, Z7
+	ADDQ    $64, SI
+	SUBQ    $16, CX
+	JMP     exploop
+
+exptail:
+	TESTQ CX, CX
+	JEQ   expreduce
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z0
+	VSUBPS    Z1, Z0, Z0
+	EXP
+	VMOVUPS   Z9, K1, (SI)
+	VADDPS    Z9, Z7, K1, Z7
+
+expreduce:
+	VEXTRACTF64X4 $1, Z7, Y8
+	VADDPS        Y8, Y7, Y7
+	VEXTRACTF128  $1, Y7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0x4e, X7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0xb1, X7, X8
+	VADDPS        X8, X7, X7
+	VMOVSS        X7, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func scaleRowAVX512(s *float32, n int, c float32)
+TEXT ·scaleRowAVX512(SB), NOSPLIT, $0-20
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS c+16(FP), Z1
+
+scaleloop:
+	CMPQ    CX, $16
+	JLT     scaletail
+	VMULPS  (SI), Z1, Z0
+	VMOVUPS Z0, (SI)
+	ADDQ    $64, SI
+	SUBQ    $16, CX
+	JMP     scaleloop
+
+scaletail:
+	TESTQ CX, CX
+	JEQ   scaledone
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z0
+	VMULPS    Z0, Z1, Z0
+	VMOVUPS   Z0, K1, (SI)
+
+scaledone:
+	VZEROUPPER
+	RET
+
+// func addRowAVX512(dst, src *float32, n int)
+TEXT ·addRowAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+addloop:
+	CMPQ    CX, $16
+	JLT     addtail
+	VMOVUPS (DI), Z0
+	VADDPS  (SI), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JMP     addloop
+
+addtail:
+	TESTQ CX, CX
+	JEQ   adddone
+	TAILMASK
+	VMOVUPS.Z (DI), K1, Z0
+	VMOVUPS.Z (SI), K1, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (DI)
+
+adddone:
+	VZEROUPPER
+	RET
+
+// SIGNCONST puts the sign bit in every lane of Z20 and zero in Z23.
+#define SIGNCONST \
+	CONST(0x80000000, Z20); \
+	VPXORD Z23, Z23, Z23
+
+// GELUCONSTS: SIGNCONST, Z21 = 0.044715, Z22 = 2·√(2/π).
+#define GELUCONSTS \
+	SIGNCONST; \
+	CONST(0x3d372713, Z21); \
+	CONST(0x3fcc422a, Z22)
+
+// The logistic functions are evaluated through E = exp(-|t|), which never
+// overflows: sigmoid(t) = 1/(1+E) for t >= 0 and E/(1+E) below, so that
+// SiLU x·sigmoid(x) and the GELU x·sigmoid(2u) keep their tiny negative
+// tails instead of dividing by an infinite 1 + exp(-t).
+
+// Elementwise functions d[i] = f(x[i]) over n elements, 16 at a time and
+// one masked step for the rest. In each, x is in Z17 and the result in Z9.
+
+// SiLU: x·sigmoid(x).
+//
+// func siluAVX512(d, x *float32, n int)
+TEXT ·siluAVX512(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	EXPCONSTS
+	SIGNCONST
+
+loop:
+	CMPQ    CX, $16
+	JLT     tail
+	VMOVUPS (SI), Z17
+	VPORD   Z20, Z17, Z0
+	EXP
+	VADDPS  Z16, Z9, Z18
+	VMULPS  Z17, Z9, Z19
+	VCMPPS  $0x1d, Z23, Z17, K2
+	VMOVAPS Z17, K2, Z19
+	VDIVPS  Z18, Z19, Z9
+	VMOVUPS Z9, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JMP     loop
+
+tail:
+	TESTQ CX, CX
+	JEQ   done
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z17
+	VPORD   Z20, Z17, Z0
+	EXP
+	VADDPS  Z16, Z9, Z18
+	VMULPS  Z17, Z9, Z19
+	VCMPPS  $0x1d, Z23, Z17, K2
+	VMOVAPS Z17, K2, Z19
+	VDIVPS  Z18, Z19, Z9
+	VMOVUPS Z9, K1, (DI)
+
+done:
+	VZEROUPPER
+	RET
+
+// sigmoid: 1 / (1 + exp(-x)).
+//
+// func sigmoidAVX512(d, x *float32, n int)
+TEXT ·sigmoidAVX512(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	EXPCONSTS
+	SIGNCONST
+
+loop:
+	CMPQ    CX, $16
+	JLT     tail
+	VMOVUPS (SI), Z17
+	VPORD   Z20, Z17, Z0
+	EXP
+	VADDPS  Z16, Z9, Z18
+	VCMPPS  $0x1d, Z23, Z17, K2
+	VMOVAPS Z16, K2, Z9
+	VDIVPS  Z18, Z9, Z9
+	VMOVUPS Z9, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JMP     loop
+
+tail:
+	TESTQ CX, CX
+	JEQ   done
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z17
+	VPORD   Z20, Z17, Z0
+	EXP
+	VADDPS  Z16, Z9, Z18
+	VCMPPS  $0x1d, Z23, Z17, K2
+	VMOVAPS Z16, K2, Z9
+	VDIVPS  Z18, Z9, Z9
+	VMOVUPS Z9, K1, (DI)
+
+done:
+	VZEROUPPER
+	RET
+
+// GELU, tanh approximation: 0.5x(1 + tanh(u)) = x·sigmoid(2u) with
+// u = √(2/π)(x + 0.044715x³), which has no cancellation for negative x
+// (2u has the sign of x).
+//
+// func geluTanhAVX512(d, x *float32, n int)
+TEXT ·geluTanhAVX512(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	EXPCONSTS
+	GELUCONSTS
+
+loop:
+	CMPQ    CX, $16
+	JLT     tail
+	VMOVUPS (SI), Z17
+	VMULPS      Z17, Z17, Z18
+	VMULPS      Z21, Z18, Z18
+	VFMADD213PS Z17, Z17, Z18
+	VMULPS      Z22, Z18, Z0
+	VPORD       Z20, Z0, Z0
+	EXP
+	VADDPS      Z16, Z9, Z18
+	VMULPS      Z17, Z9, Z19
+	VCMPPS      $0x1d, Z23, Z17, K2
+	VMOVAPS     Z17, K2, Z19
+	VDIVPS      Z18, Z19, Z9
+	VMOVUPS Z9, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JMP     loop
+
+tail:
+	TESTQ CX, CX
+	JEQ   done
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z17
+	VMULPS      Z17, Z17, Z18
+	VMULPS      Z21, Z18, Z18
+	VFMADD213PS Z17, Z17, Z18
+	VMULPS      Z22, Z18, Z0
+	VPORD       Z20, Z0, Z0
+	EXP
+	VADDPS      Z16, Z9, Z18
+	VMULPS      Z17, Z9, Z19
+	VCMPPS      $0x1d, Z23, Z17, K2
+	VMOVAPS     Z17, K2, Z19
+	VDIVPS      Z18, Z19, Z9
+	VMOVUPS Z9, K1, (DI)
+
+done:
+	VZEROUPPER
+	RET
+
+// exp.
+//
+// func expAVX512(d, x *float32, n int)
+TEXT ·expAVX512(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	EXPCONSTS
+
+loop:
+	CMPQ    CX, $16
+	JLT     tail
+	VMOVUPS (SI), Z17
+	VMOVAPS Z17, Z0
+	EXP
+	VMOVUPS Z9, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JMP     loop
+
+tail:
+	TESTQ CX, CX
+	JEQ   done
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z17
+	VMOVAPS Z17, Z0
+	EXP
+	VMOVUPS Z9, K1, (DI)
+
+done:
+	VZEROUPPER
+	RET
+
+// ReLU: max(0, x), NaN staying NaN.
+//
+// func reluAVX512(d, x *float32, n int)
+TEXT ·reluAVX512(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	EXPCONSTS
+	VPXORD Z23, Z23, Z23
+
+loop:
+	CMPQ    CX, $16
+	JLT     tail
+	VMOVUPS (SI), Z17
+	VMAXPS Z17, Z23, Z9
+	VMOVUPS Z9, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JMP     loop
+
+tail:
+	TESTQ CX, CX
+	JEQ   done
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z17
+	VMAXPS Z17, Z23, Z9
+	VMOVUPS Z9, K1, (DI)
+
+done:
+	VZEROUPPER
+	RET

@@ -1,0 +1,3 @@
+package cpu
+
+func hasAVX512Kernels() bool { return hasAVX512 }

@@ -1,0 +1,133 @@
+//go:build linux
+
+package checkpoint
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"ferry/dtype"
+)
+
+var sink byte
+
+// mappingRSS reads the resident kilobytes of the mapping starting at addr
+// from /proc/self/smaps.
+func mappingRSS(t *testing.T, addr uintptr) int {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	prefix := fmt.Sprintf("%x-", addr)
+	sc := bufio.NewScanner(f)
+	found := false
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, prefix) {
+			found = true
+			continue
+		}
+		if found && strings.HasPrefix(line, "Rss:") {
+			kb, err := strconv.Atoi(strings.Fields(line)[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb
+		}
+	}
+	t.Fatalf("mapping at %x not in /proc/self/smaps", addr)
+	return 0
+}
+
+// cachedPages counts the pages of a file mapping that are in the page cache.
+func cachedPages(t *testing.T, m []byte) int {
+	t.Helper()
+	page := os.Getpagesize()
+	vec := make([]byte, (len(m)+page-1)/page)
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0])))
+	if errno != 0 {
+		t.Fatalf("mincore: %v", errno)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// TestDropCacheLowersRSS touches a mapped tensor, drops it, and checks in
+// /proc/self/smaps that its pages left this process, and with mincore that
+// DropAll evicted the file from the page cache.
+func TestDropCacheLowersRSS(t *testing.T) {
+	const n = 4 << 20 // bytes per tensor
+	path := filepath.Join(t.TempDir(), "big.safetensors")
+	tensors := []RawTensor{
+		{Name: "a", DType: dtype.F32, Shape: []int{n / 4}, Data: make([]byte, n)},
+		{Name: "b", DType: dtype.F32, Shape: []int{n / 4}, Data: make([]byte, n)},
+	}
+	if err := WriteFile(path, tensors, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, _ := f.Lookup("a")
+	b, _ := f.Lookup("b")
+	var sum byte
+	for _, info := range []TensorInfo{a, b} {
+		v, err := f.Bytes(info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < len(v); i += 4096 {
+			sum += v[i]
+		}
+	}
+	sink = sum // keep the loads
+	addr := uintptr(unsafe.Pointer(&f.mapped[0]))
+	before := mappingRSS(t, addr)
+	if before < 2*n/1024*9/10 {
+		t.Fatalf("RSS of the mapping %d KiB after touching it all; want about %d", before, 2*n/1024)
+	}
+	if cached, want := cachedPages(t, f.mapped), 2*n/os.Getpagesize(); cached < want {
+		t.Fatalf("%d pages in the page cache after touching %d", cached, want)
+	}
+	if err := f.DropCache(a); err != nil {
+		t.Fatal(err)
+	}
+	after := mappingRSS(t, addr)
+	// All of a's pages leave. Some of b's may go too: the kernel maps file
+	// pages in large folios (2 MiB PMDs here) and unmaps a whole one when
+	// asked for part of it. They fault back in on access.
+	if after > before-n/1024+8 {
+		t.Errorf("RSS %d KiB -> %d KiB after dropping %d KiB", before, after, n/1024)
+	}
+	if err := f.DropAll(); err != nil {
+		t.Fatal(err)
+	}
+	if all := mappingRSS(t, addr); all > 8 {
+		t.Errorf("RSS %d KiB after DropAll, want ~0", all)
+	}
+	// fadvise evicted the (clean, synced) pages from the page cache too;
+	// mincore on a file mapping reports page-cache residency.
+	if cached := cachedPages(t, f.mapped); cached > 2 {
+		t.Errorf("%d pages still in the page cache after DropAll", cached)
+	}
+	// Dropped pages come back on access with the same bytes.
+	v, _ := f.Bytes(a)
+	if v[0] != 0 || v[len(v)-1] != 0 {
+		t.Error("bytes changed after DropCache")
+	}
+}

@@ -1,0 +1,321 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Conventional weight file names, in the order OpenSet looks for them in a
+// folder: transformers models, then diffusers models; an index before a
+// single file, since an index names every shard explicitly.
+var conventionalWeights = []string{
+	"model.safetensors.index.json",
+	"diffusion_pytorch_model.safetensors.index.json",
+	"model.safetensors",
+	"diffusion_pytorch_model.safetensors",
+}
+
+const indexSuffix = ".safetensors.index.json"
+
+// Set is the tensors of one model across its files: a single safetensors
+// file or the shards an index names. Every shard is opened and validated
+// when the set is opened and stays open until Close. Methods taking a
+// TensorInfo dispatch on its File, so infos from Lookup work directly.
+type Set struct {
+	path   string  // the file or index that was opened
+	files  []*File // in the order opened
+	byPath map[string]*File
+	byName map[string]TensorInfo
+	names  []string // sorted
+	// indexMetadata is the index's "metadata" object (nil for one file).
+	indexMetadata map[string]any
+}
+
+// OpenSet opens the weights at path: a .safetensors file, a
+// *.safetensors.index.json, or a component folder holding one of those under
+// a conventional name (model.safetensors[.index.json],
+// diffusion_pytorch_model.safetensors[.index.json]) or, failing that, exactly
+// one index or one .safetensors file.
+func OpenSet(path string) (*Set, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("open weights: %w", err)
+	}
+	if st.IsDir() {
+		found, err := findWeights(path)
+		if err != nil {
+			return nil, err
+		}
+		path = found
+	}
+	if strings.HasSuffix(path, ".index.json") {
+		return openIndex(path)
+	}
+	f, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	s := newSet(path)
+	if err := s.add(f, nil); err != nil {
+		f.Close()
+		return nil, err
+	}
+	s.finish()
+	return s, nil
+}
+
+// findWeights picks the weights file of a component folder.
+func findWeights(dir string) (string, error) {
+	for _, name := range conventionalWeights {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("find weights: %w", err)
+	}
+	var indexes, singles, others []string
+	for _, e := range entries {
+		n := e.Name()
+		switch {
+		case e.IsDir():
+		case strings.HasSuffix(n, indexSuffix):
+			indexes = append(indexes, n)
+		case strings.HasSuffix(n, ".safetensors"):
+			singles = append(singles, n)
+		case strings.HasSuffix(n, ".bin"), strings.HasSuffix(n, ".pt"), strings.HasSuffix(n, ".pth"), strings.HasSuffix(n, ".ckpt"):
+			others = append(others, n)
+		}
+	}
+	switch {
+	case len(indexes) == 1:
+		return filepath.Join(dir, indexes[0]), nil
+	case len(indexes) > 1:
+		return "", &FormatError{File: dir, Reason: fmt.Sprintf("several weight indexes (%s): open one by name", strings.Join(indexes, ", "))}
+	case len(singles) == 1:
+		return filepath.Join(dir, singles[0]), nil
+	case len(singles) > 1:
+		return "", &FormatError{File: dir, Reason: fmt.Sprintf("%d .safetensors files and no *%s to say how they go together", len(singles), indexSuffix)}
+	case len(others) > 0:
+		return "", &FormatError{File: dir, Reason: fmt.Sprintf("no safetensors weights, only %s (ferry reads safetensors only; convert the checkpoint)", strings.Join(others, ", ")), Err: fs.ErrNotExist}
+	}
+	return "", &FormatError{File: dir, Reason: "no safetensors weights (looked for " + strings.Join(conventionalWeights, ", ") + ")", Err: fs.ErrNotExist}
+}
+
+// shardIndex is the content of a *.safetensors.index.json.
+type shardIndex struct {
+	Metadata  map[string]any     `json:"metadata"`
+	WeightMap map[string]*string `json:"weight_map"`
+}
+
+// openIndex opens every shard an index names and checks that each mapped
+// tensor is in the shard the index says.
+func openIndex(path string) (*Set, error) {
+	idx, err := readIndex(path)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	byShard := map[string][]string{}
+	for name, shard := range idx.WeightMap {
+		byShard[*shard] = append(byShard[*shard], name)
+	}
+	shards := slices.Sorted(maps.Keys(byShard))
+	s := newSet(path)
+	s.indexMetadata = idx.Metadata
+	for _, shard := range shards {
+		f, err := Open(filepath.Join(dir, shard))
+		if err != nil {
+			s.Close()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, &FormatError{File: path, Reason: fmt.Sprintf("shard %s is missing", shard), Err: err}
+			}
+			return nil, fmt.Errorf("shard %s of %s: %w", shard, path, err)
+		}
+		if err := s.add(f, byShard[shard]); err != nil {
+			f.Close()
+			s.Close()
+			return nil, err
+		}
+	}
+	s.finish()
+	return s, nil
+}
+
+// readIndex parses and checks an index file.
+func readIndex(path string) (*shardIndex, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read weight index: %w", err)
+	}
+	if err := checkJSON(data); err != nil {
+		return nil, &FormatError{File: path, Reason: err.Error(), Err: err}
+	}
+	var idx shardIndex
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return nil, &FormatError{File: path, Reason: "malformed index: " + err.Error(), Err: err}
+	}
+	if idx.WeightMap == nil {
+		return nil, formatErr(path, "malformed index: no weight_map")
+	}
+	for name, shard := range idx.WeightMap {
+		if shard == nil {
+			return nil, formatErr(path, "malformed index: weight_map[%q] is null", name)
+		}
+		if !filepath.IsLocal(*shard) || !strings.HasSuffix(*shard, ".safetensors") {
+			return nil, formatErr(path, "malformed index: weight_map[%q] = %q is not a .safetensors file beside the index", name, *shard)
+		}
+	}
+	return &idx, nil
+}
+
+func newSet(path string) *Set {
+	return &Set{path: path, byPath: map[string]*File{}, byName: map[string]TensorInfo{}}
+}
+
+// add takes ownership of f once it returns nil. want lists the tensors an
+// index maps to f, each of which must be there.
+func (s *Set) add(f *File, want []string) error {
+	for _, name := range want {
+		if _, ok := f.Lookup(name); !ok {
+			return formatErr(s.path, "maps tensor %q to shard %s, which does not contain it", name, filepath.Base(f.Path()))
+		}
+	}
+	for _, t := range f.hdr.tensors {
+		if prev, dup := s.byName[t.Name]; dup {
+			return formatErr(s.path, "tensor %q is in both %s and %s", t.Name, prev.File, f.Path())
+		}
+		s.byName[t.Name] = t
+	}
+	s.files = append(s.files, f)
+	s.byPath[f.Path()] = f
+	return nil
+}
+
+func (s *Set) finish() {
+	s.names = slices.Sorted(maps.Keys(s.byName))
+}
+
+// Path is the file or index the set was opened from.
+func (s *Set) Path() string { return s.path }
+
+// Files lists the open files, shards in name order.
+func (s *Set) Files() []*File { return slices.Clone(s.files) }
+
+// Names lists every tensor name, sorted.
+func (s *Set) Names() []string { return slices.Clone(s.names) }
+
+// Len is the number of tensors.
+func (s *Set) Len() int { return len(s.names) }
+
+// Lookup describes the tensor called name.
+func (s *Set) Lookup(name string) (TensorInfo, bool) {
+	t, ok := s.byName[name]
+	if !ok {
+		return TensorInfo{}, false
+	}
+	return t.clone(), true
+}
+
+// IndexMetadata is the index's "metadata" object (nil for a single file).
+// It is shared: do not modify it.
+func (s *Set) IndexMetadata() map[string]any { return s.indexMetadata }
+
+// TotalBytes is the sum of all tensors' data sizes.
+func (s *Set) TotalBytes() int64 {
+	var n int64
+	for _, f := range s.files {
+		n += f.TotalBytes()
+	}
+	return n
+}
+
+// file finds the open file holding info.
+func (s *Set) file(info TensorInfo) (*File, error) {
+	f, ok := s.byPath[info.File]
+	if !ok {
+		return nil, fmt.Errorf("tensor %q: file %q is not part of %s", info.Name, info.File, s.path)
+	}
+	return f, nil
+}
+
+// ReadAt reads the whole tensor into dst (len(dst) == info.Size) by pread.
+func (s *Set) ReadAt(info TensorInfo, dst []byte) error {
+	f, err := s.file(info)
+	if err != nil {
+		return err
+	}
+	return f.ReadAt(info, dst)
+}
+
+// ReadRange reads bytes [off, off+len(dst)) of the tensor's data by pread.
+func (s *Set) ReadRange(info TensorInfo, off int64, dst []byte) error {
+	f, err := s.file(info)
+	if err != nil {
+		return err
+	}
+	return f.ReadRange(info, off, dst)
+}
+
+// ReadRows gathers rows of the tensor's first dimension; see File.ReadRows.
+func (s *Set) ReadRows(info TensorInfo, rows []int, dst []byte) error {
+	f, err := s.file(info)
+	if err != nil {
+		return err
+	}
+	return f.ReadRows(info, rows, dst)
+}
+
+// ReadF32 reads the tensor converted to float32; see File.ReadF32.
+func (s *Set) ReadF32(info TensorInfo) ([]float32, error) {
+	f, err := s.file(info)
+	if err != nil {
+		return nil, err
+	}
+	return f.ReadF32(info)
+}
+
+// Bytes returns a zero-copy view of the tensor's data; see File.Bytes.
+func (s *Set) Bytes(info TensorInfo) ([]byte, error) {
+	f, err := s.file(info)
+	if err != nil {
+		return nil, err
+	}
+	return f.Bytes(info)
+}
+
+// DropCache releases the tensor's pages; see File.DropCache.
+func (s *Set) DropCache(info TensorInfo) error {
+	f, err := s.file(info)
+	if err != nil {
+		return err
+	}
+	return f.DropCache(info)
+}
+
+// DropAll releases the pages of every file in the set.
+func (s *Set) DropAll() error {
+	var errs []error
+	for _, f := range s.files {
+		errs = append(errs, f.DropAll())
+	}
+	return errors.Join(errs...)
+}
+
+// Close closes every file. Views from Bytes become invalid.
+func (s *Set) Close() error {
+	var errs []error
+	for _, f := range s.files {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
+}

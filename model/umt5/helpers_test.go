@@ -1,0 +1,152 @@
+package umt5
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"ferry/backend/cpu"
+	"ferry/backend/cpu/gemm"
+	"ferry/dtype"
+	"ferry/residency"
+	"ferry/tensor"
+)
+
+// memSource is an in-memory float32 checkpoint for tests.
+type memSource struct {
+	data   map[string][]float32
+	shapes map[string][]int
+}
+
+func (s *memSource) Info(name string) (residency.TensorInfo, bool) {
+	d, ok := s.data[name]
+	if !ok {
+		return residency.TensorInfo{}, false
+	}
+	return residency.TensorInfo{DType: dtype.F32, Shape: s.shapes[name], Size: int64(4 * len(d))}, true
+}
+
+func (s *memSource) Read(name string, off int64, dst []byte) error {
+	d, ok := s.data[name]
+	if !ok || off%4 != 0 || len(dst)%4 != 0 || int(off)/4+len(dst)/4 > len(d) {
+		return fmt.Errorf("read %s [%d, +%d) out of range", name, off, len(dst))
+	}
+	for i := range len(dst) / 4 {
+		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(d[int(off)/4+i]))
+	}
+	return nil
+}
+
+func (s *memSource) Drop(string) {}
+
+// synthesize makes random weights for every parameter cfg lists: the way
+// `ferry synth` uses Params. Norm weights stay near 1, matrices are scaled
+// like the reference's initialisation so activations stay O(1).
+func synthesize(cfg Config, seed uint64) *memSource {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	s := &memSource{data: map[string][]float32{}, shapes: map[string][]int{}}
+	for _, p := range cfg.Params() {
+		n := tensor.NumElems(p.Shape)
+		std := 1.0
+		if len(p.Shape) == 2 && !p.Rows && !strings.Contains(p.Name, "relative_attention_bias") {
+			std = 1 / math.Sqrt(float64(p.Shape[1]))
+		}
+		d := make([]float32, n)
+		for i := range d {
+			d[i] = float32(rng.NormFloat64() * std)
+			if len(p.Shape) == 1 {
+				d[i] = 1 + d[i]/4
+			}
+		}
+		s.data[p.Name] = d
+		s.shapes[p.Name] = p.Shape
+	}
+	return s
+}
+
+// rig is an executor on fresh CPU devices.
+type rig struct {
+	dev *cpu.Device
+	ex  *residency.Executor
+}
+
+func newRig(t *testing.T, plan *residency.Plan) *rig {
+	t.Helper()
+	return newRigWith(t, plan, gemm.Naive{})
+}
+
+// newRigWith computes with g.
+func newRigWith(t *testing.T, plan *residency.Plan, g gemm.Impl) *rig {
+	t.Helper()
+	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
+	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ex.Close()
+		if a := dev.Stats().Allocated; a != 0 {
+			t.Errorf("device still holds %d bytes after Close", a)
+		}
+	})
+	return &rig{dev: dev, ex: ex}
+}
+
+// encoder registers a model over src as component "text_encoder".
+func (r *rig) encoder(t *testing.T, cfg Config, src residency.Source) *Model {
+	t.Helper()
+	m := New(cfg)
+	if err := r.ex.Register(m.Component("text_encoder", src)); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// encode runs Encode and downloads the result, checking that the device
+// holds no more than before once the result is freed.
+func (r *rig) encode(t *testing.T, m *Model, ids, mask []int32, batch, seqLen int) []float32 {
+	t.Helper()
+	ops := r.ex.Ops("text_encoder")
+	out, err := m.Encode(r.ex, ops, ids, mask, batch, seqLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{batch, seqLen, m.cfg.DModel}; !tensor.SameShape(out.Shape(), want) {
+		t.Fatalf("output %v, want %v", out.Shape(), want)
+	}
+	got := ops.Download(out)
+	out.Free()
+	if err := ops.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// compare reports the largest |got-want| and fails where it exceeds
+// atol + rtol·|want|.
+func compare(t *testing.T, what string, got, want []float32, atol, rtol float64) float64 {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	worst, bad := 0.0, 0
+	for i := range got {
+		d := math.Abs(float64(got[i]) - float64(want[i]))
+		if math.IsNaN(d) || d > atol+rtol*math.Abs(float64(want[i])) {
+			if bad < 5 {
+				t.Errorf("%s[%d] = %g, want %g", what, i, got[i], want[i])
+			}
+			bad++
+		}
+		if d > worst || math.IsNaN(d) {
+			worst = d
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d values outside atol %g rtol %g (max abs error %g)", what, bad, len(got), atol, rtol, worst)
+	}
+	return worst
+}

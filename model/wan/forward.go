@@ -1,0 +1,345 @@
+package wan
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"ferry/dtype"
+	"ferry/residency"
+	"ferry/tensor"
+)
+
+// pass is the state one forward pass carries from block to block.
+type pass struct {
+	batch, tokens int
+	grid          ropeGrid
+	hidden        *tensor.Tensor // [B, L, dim], updated in place by every block
+	temb          *tensor.Tensor // time embedding [B, dim] (the output adaLN's input)
+	mods          *tensor.Tensor // time_proj output [B, 6, dim] (the blocks' adaLN input)
+	text          *tensor.Tensor // projected text context [B, Ltext, dim]
+	cos, sin      *tensor.Tensor // RoPE tables [L, head_dim/2], float64
+}
+
+func (p *pass) free() { tensor.Free(p.hidden, p.temb, p.mods, p.text, p.cos, p.sin) }
+
+// Forward runs the transformer: latents [B, in_channels, F, H, W] (float32
+// on ops' device), one timestep per sample (they may differ), the text
+// encoder's hidden states context [B, Ltext, text_dim]. It returns the
+// prediction [B, out_channels, F, H, W] on ops' device; the caller frees
+// it. F, H and W must be multiples of the patch size.
+//
+// Besides one block's temporaries a pass holds the hidden states
+// [B, L, dim], the projected text [B, Ltext, dim] and the RoPE tables
+// [L, head_dim/2] in float64. Nothing is kept between passes: the RoPE
+// tables are rebuilt on the host each pass (from per-axis tables, without
+// per-token trigonometry) and the text projection and the cross-attention
+// keys and values are recomputed (about 5 GFLOP per block against some
+// 9 TFLOP for the 1.3B model at 480×832×81), so the device holds no more
+// after a pass than before it.
+func (m *Model) Forward(r residency.Runner, ops *tensor.Ops, latents *tensor.Tensor, timesteps []float32, context *tensor.Tensor) (*tensor.Tensor, error) {
+	if m.comp == nil {
+		return nil, errors.New("wan: Component must be declared (and registered) before Forward")
+	}
+	if err := ops.Err(); err != nil {
+		return nil, fmt.Errorf("wan: ops already failed: %w", err)
+	}
+	if err := m.checkInputs(latents, timesteps, context); err != nil {
+		return nil, err
+	}
+	s := latents.Shape()
+	grid, err := m.cfg.newRopeGrid(s[2], s[3], s[4])
+	if err != nil {
+		return nil, err
+	}
+	p := &pass{batch: s[0], tokens: grid.tokens(), grid: grid}
+	defer p.free()
+
+	cos, sin := grid.ropeHalves()
+	half := m.cfg.AttentionHeadDim / 2
+	p.cos = ops.UploadF64(cos, p.tokens, half)
+	p.sin = ops.UploadF64(sin, p.tokens, half)
+
+	blocks := m.comp.Blocks
+	run := func(b *residency.Block, fn func()) error {
+		err := r.Run(b, func() error { fn(); return ops.Err() })
+		if err != nil {
+			return fmt.Errorf("wan: %s: %w", b.Name, err)
+		}
+		return nil
+	}
+	if err := run(blocks[0], func() { m.embedForward(ops, p, latents, timesteps, context) }); err != nil {
+		return nil, err
+	}
+	for i := range m.layers {
+		l := &m.layers[i]
+		if err := run(blocks[1+i], func() { m.layerForward(ops, l, p) }); err != nil {
+			return nil, err
+		}
+	}
+	var out *tensor.Tensor
+	if err := run(blocks[len(blocks)-1], func() { out = m.outForward(ops, p) }); err != nil {
+		out.Free()
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkInputs validates the shapes Forward is given.
+func (m *Model) checkInputs(latents *tensor.Tensor, timesteps []float32, context *tensor.Tensor) error {
+	c := m.cfg
+	if latents == nil || context == nil {
+		return errors.New("wan: latents and context are required")
+	}
+	s := latents.Shape()
+	if latents.Rank() != 5 || s[0] == 0 || s[1] != c.InChannels || latents.DType() != dtype.F32 {
+		return fmt.Errorf("wan: latents %v, want float32 [B, %d, F, H, W]", latents, c.InChannels)
+	}
+	for i, n := range s[2:] {
+		if n%c.PatchSize[i] != 0 {
+			return fmt.Errorf("wan: latent %v: dim %d is not a multiple of the patch size %v", s, 2+i, c.PatchSize)
+		}
+	}
+	if len(timesteps) != s[0] {
+		return fmt.Errorf("wan: %d timesteps for a batch of %d", len(timesteps), s[0])
+	}
+	cs := context.Shape()
+	if context.Rank() != 3 || cs[0] != s[0] || cs[2] != c.TextDim || cs[1] == 0 || context.DType() != dtype.F32 {
+		return fmt.Errorf("wan: context %v, want float32 [%d, Ltext, %d]", context, s[0], c.TextDim)
+	}
+	return nil
+}
+
+// reshape changes t's shape in place, recording a failure in ops.
+func reshape(ops *tensor.Ops, t *tensor.Tensor, shape ...int) {
+	if err := t.SetShape(shape...); err != nil {
+		ops.Fail(err)
+	}
+}
+
+// view is t.Reshape, recording a failure in ops (and returning t itself,
+// which later ops then refuse by shape).
+func view(ops *tensor.Ops, t *tensor.Tensor, shape ...int) *tensor.Tensor {
+	v, err := t.Reshape(shape...)
+	if err != nil {
+		ops.Fail(err)
+		return t
+	}
+	return v
+}
+
+// embedForward is the "embed" block: patch embedding, time and text
+// embeddings.
+func (m *Model) embedForward(ops *tensor.Ops, p *pass, latents *tensor.Tensor, timesteps []float32, context *tensor.Tensor) {
+	c, w, dim := m.cfg, &m.embed, m.cfg.InnerDim()
+
+	patches := m.patchify(ops, latents)
+	p.hidden = ops.Linear(patches, view(ops, w.Patch.W, dim, -1), w.Patch.B)
+	patches.Free()
+
+	// WanTimeTextImageEmbedding: temb = time_embedder(sinusoid(t));
+	// timestep_proj = time_proj(silu(temb)), unflattened to [B, 6, dim].
+	freq := ops.Upload(timestepEmbedding(timesteps, c.FreqDim), p.batch, c.FreqDim)
+	h := ops.Linear(freq, w.Time1.W, w.Time1.B)
+	freq.Free()
+	ops.UnaryInPlace(h, tensor.SiLU)
+	p.temb = ops.Linear(h, w.Time2.W, w.Time2.B)
+	h.Free()
+	a := ops.Unary(p.temb, tensor.SiLU)
+	p.mods = ops.Linear(a, w.TimeProj.W, w.TimeProj.B)
+	a.Free()
+	reshape(ops, p.mods, p.batch, 6, dim)
+
+	// PixArtAlphaTextProjection: linear_2(gelu_tanh(linear_1(context))).
+	t := ops.Linear(context, w.Text1.W, w.Text1.B)
+	ops.UnaryInPlace(t, tensor.GELUTanh)
+	p.text = ops.Linear(t, w.Text2.W, w.Text2.B)
+	t.Free()
+}
+
+// patchify turns latents [B, C, F, H, W] into the rows a Conv3d with
+// kernel = stride = patch would read: [B, L, C·pt·ph·pw], tokens in
+// (frame, row, column) order, each row ordered (C, pt, ph, pw) like the
+// conv weight. A Linear over these rows with the weight viewed as
+// [dim, C·pt·ph·pw] is the convolution.
+func (m *Model) patchify(ops *tensor.Ops, x *tensor.Tensor) *tensor.Tensor {
+	s, ps := x.Shape(), m.cfg.PatchSize
+	b, ch := s[0], s[1]
+	f, h, w := s[2]/ps[0], s[3]/ps[1], s[4]/ps[2]
+	v := view(ops, x, b, ch, f, ps[0], h, ps[1], w, ps[2])
+	out := ops.Permute(v, 0, 2, 4, 6, 1, 3, 5, 7)
+	reshape(ops, out, b, f*h*w, ch*m.cfg.PatchVolume())
+	return out
+}
+
+// layerForward is one WanTransformerBlock, updating p.hidden in place.
+func (m *Model) layerForward(ops *tensor.Ops, l *layerWeights, p *pass) {
+	c, eps := &l.Core, float32(m.cfg.Eps)
+
+	// (scale_shift_table + temb).chunk(6, dim=1): [B, 1, dim] each.
+	mods := ops.Add(p.mods, c.Table)
+	parts := ops.Split(mods, 1, 1, 1, 1, 1, 1, 1)
+	mods.Free()
+	defer tensor.Free(parts...)
+	shift, scale, gate := parts[0], parts[1], parts[2]
+	ffShift, ffScale, ffGate := parts[3], parts[4], parts[5]
+	// 1 + scale, once per block rather than per use.
+	ops.AffineInPlace(scale, 1, 1)
+	ops.AffineInPlace(ffScale, 1, 1)
+
+	// 1. Self-attention on norm1(h)·(1+scale)+shift, gated into the residual.
+	a := m.selfAttention(ops, &c.Attn1, modulate(ops, p.hidden, shift, scale, eps), p)
+	ops.MulInPlace(a, gate)
+	ops.AddInPlace(p.hidden, a)
+	a.Free()
+
+	// 2. Cross-attention on norm2(h) (nn.Identity without cross_attn_norm),
+	// added ungated.
+	x := p.hidden
+	if m.cfg.CrossAttnNorm {
+		x = ops.LayerNorm(p.hidden, l.Norm2.W, l.Norm2.B, eps)
+	}
+	a = m.crossAttention(ops, &c.Attn2, x, p.text)
+	if x != p.hidden {
+		x.Free()
+	}
+	ops.AddInPlace(p.hidden, a)
+	a.Free()
+
+	// 3. Feed-forward on norm3(h)·(1+c_scale)+c_shift, gated.
+	m.feedForward(ops, c, p, ffShift, ffScale, ffGate)
+}
+
+// modulate is FP32LayerNorm without affine, then ·(1+scale) + shift, in
+// the reference's order (onePlusScale already holds 1+scale).
+func modulate(ops *tensor.Ops, h, shift, onePlusScale *tensor.Tensor, eps float32) *tensor.Tensor {
+	x := ops.LayerNorm(h, nil, nil, eps)
+	ops.MulInPlace(x, onePlusScale)
+	ops.AddInPlace(x, shift)
+	return x
+}
+
+// selfAttention is attn1: q, k, v from x, RMSNorm over all heads on q and
+// k, RoPE on q and k, softmax(q·kᵀ/√d)·v, output projection. It frees x
+// as soon as v is projected, so that x is not held through the attention.
+func (m *Model) selfAttention(ops *tensor.Ops, w *attention, x *tensor.Tensor, p *pass) *tensor.Tensor {
+	q := m.headsOf(ops, x, w.Q, w.NormQ)
+	qr := ops.Rope(q, p.cos, p.sin)
+	q.Free()
+	k := m.headsOf(ops, x, w.K, w.NormK)
+	kr := ops.Rope(k, p.cos, p.sin)
+	k.Free()
+	v := m.headsOf(ops, x, w.V, nil)
+	x.Free()
+	return m.attend(ops, w, qr, kr, v)
+}
+
+// crossAttention is attn2: q from x, k and v from the projected text, the
+// same norms, no RoPE and no mask.
+func (m *Model) crossAttention(ops *tensor.Ops, w *attention, x, text *tensor.Tensor) *tensor.Tensor {
+	q := m.headsOf(ops, x, w.Q, w.NormQ)
+	k := m.headsOf(ops, text, w.K, w.NormK)
+	v := m.headsOf(ops, text, w.V, nil)
+	return m.attend(ops, w, q, k, v)
+}
+
+// headsOf projects x [B, L, dim], applies the RMSNorm over the whole width
+// when norm is given (rms_norm_across_heads: before the heads are split),
+// and returns [B, L, heads, head_dim].
+func (m *Model) headsOf(ops *tensor.Ops, x *tensor.Tensor, proj linear, norm *tensor.Tensor) *tensor.Tensor {
+	y := ops.Linear(x, proj.W, proj.B)
+	if norm != nil {
+		n := ops.RMSNorm(y, norm, float32(m.cfg.Eps))
+		y.Free()
+		y = n
+	}
+	reshape(ops, y, x.Dim(0), x.Dim(1), m.cfg.NumAttentionHeads, m.cfg.AttentionHeadDim)
+	return y
+}
+
+// attend runs scaled dot-product attention with scale 1/√head_dim (SDPA's
+// default), merges the heads and applies to_out.0; it frees q, k and v.
+func (m *Model) attend(ops *tensor.Ops, w *attention, q, k, v *tensor.Tensor) *tensor.Tensor {
+	scale := float32(1 / math.Sqrt(float64(m.cfg.AttentionHeadDim)))
+	o := ops.Attention(q, k, v, nil, scale)
+	tensor.Free(q, k, v)
+	reshape(ops, o, o.Dim(0), o.Dim(1), m.cfg.InnerDim())
+	out := ops.Linear(o, w.Out.W, w.Out.B)
+	o.Free()
+	return out
+}
+
+// feedForward adds gate·ffn(norm3(h)·(1+scale)+shift) to p.hidden, over
+// the whole batch or, with Options.FFNChunk, over chunks of one sample's
+// tokens at a time (views of p.hidden updated in place).
+func (m *Model) feedForward(ops *tensor.Ops, c *blockWeights, p *pass, shift, onePlusScale, gate *tensor.Tensor) {
+	chunk := m.Options.FFNChunk
+	if chunk <= 0 || chunk >= p.tokens {
+		m.ffnRows(ops, c, p.hidden, shift, onePlusScale, gate)
+		return
+	}
+	dim := m.cfg.InnerDim()
+	rows := view(ops, p.hidden, p.batch*p.tokens, dim)
+	for b := range p.batch {
+		sh, sc, g := sampleOf(ops, shift, b), sampleOf(ops, onePlusScale, b), sampleOf(ops, gate, b)
+		for start := 0; start < p.tokens && ops.Err() == nil; start += chunk {
+			n := min(chunk, p.tokens-start)
+			part, err := rows.Rows(b*p.tokens+start, n)
+			if err != nil {
+				ops.Fail(err)
+				return
+			}
+			m.ffnRows(ops, c, view(ops, part, 1, n, dim), sh, sc, g)
+		}
+	}
+}
+
+// sampleOf views sample b of a [B, 1, dim] modulation as [1, 1, dim].
+func sampleOf(ops *tensor.Ops, t *tensor.Tensor, b int) *tensor.Tensor {
+	v, err := t.Rows(b, 1)
+	if err != nil {
+		ops.Fail(err)
+		return t
+	}
+	return v
+}
+
+// ffnRows is the gated feed-forward over h [b, n, dim], in place.
+func (m *Model) ffnRows(ops *tensor.Ops, c *blockWeights, h, shift, onePlusScale, gate *tensor.Tensor) {
+	x := modulate(ops, h, shift, onePlusScale, float32(m.cfg.Eps))
+	a := ops.Linear(x, c.FF1.W, c.FF1.B)
+	x.Free()
+	ops.UnaryInPlace(a, tensor.GELUTanh)
+	y := ops.Linear(a, c.FF2.W, c.FF2.B)
+	a.Free()
+	ops.MulInPlace(y, gate)
+	ops.AddInPlace(h, y)
+	y.Free()
+}
+
+// outForward is the "out" block: norm_out(h)·(1+scale)+shift with
+// (shift, scale) = scale_shift_table + temb, proj_out, unpatchify.
+func (m *Model) outForward(ops *tensor.Ops, p *pass) *tensor.Tensor {
+	w, dim := &m.out, m.cfg.InnerDim()
+	mods := ops.Add(view(ops, p.temb, p.batch, 1, dim), w.Table)
+	parts := ops.Split(mods, 1, 1, 1)
+	mods.Free()
+	defer tensor.Free(parts...)
+	shift, scale := parts[0], parts[1]
+	ops.AffineInPlace(scale, 1, 1)
+	x := modulate(ops, p.hidden, shift, scale, float32(m.cfg.Eps))
+	y := ops.Linear(x, w.Proj.W, w.Proj.B)
+	x.Free()
+	return m.unpatchify(ops, y, p)
+}
+
+// unpatchify turns proj_out's [B, L, pt·ph·pw·C] (channels innermost, as
+// the reference reshapes them) into [B, C, F, H, W]; it frees y.
+func (m *Model) unpatchify(ops *tensor.Ops, y *tensor.Tensor, p *pass) *tensor.Tensor {
+	ps, n, ch := m.cfg.PatchSize, p.grid.n, m.cfg.OutChannels
+	reshape(ops, y, p.batch, n[0], n[1], n[2], ps[0], ps[1], ps[2], ch)
+	out := ops.Permute(y, 0, 7, 1, 4, 2, 5, 3, 6)
+	y.Free()
+	reshape(ops, out, p.batch, ch, n[0]*ps[0], n[1]*ps[1], n[2]*ps[2])
+	return out
+}

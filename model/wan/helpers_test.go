@@ -1,0 +1,252 @@
+package wan
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ferry/backend/cpu"
+	"ferry/backend/cpu/gemm"
+	"ferry/checkpoint"
+	"ferry/dtype"
+	"ferry/residency"
+	"ferry/tensor"
+)
+
+// rig is an executor on fresh CPU devices with everything resident.
+type rig struct {
+	dev *cpu.Device
+	ex  *residency.Executor
+}
+
+// newRig computes with the reference GEMM (gemm.Naive: float64
+// accumulation, row results independent of the row count).
+func newRig(t *testing.T) *rig { return newRigGEMM(t, nil) }
+
+// newRigGEMM computes with g.
+func newRigGEMM(t *testing.T, g gemm.Impl) *rig {
+	t.Helper()
+	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
+	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ex.Close()
+		if a := dev.Stats().Allocated; a != 0 {
+			t.Errorf("device still holds %d bytes after Close", a)
+		}
+	})
+	return &rig{dev: dev, ex: ex}
+}
+
+// model registers a transformer over src as component "transformer".
+func (r *rig) model(t *testing.T, cfg Config, src residency.Source) *Model {
+	t.Helper()
+	m := New(cfg)
+	if err := r.ex.Register(m.Component("transformer", src)); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// forward uploads the inputs, runs Forward and downloads the result,
+// freeing everything it allocated.
+func (r *rig) forward(t *testing.T, m *Model, latents []float32, shape []int, ts []float32, ctx []float32, ctxShape []int) []float32 {
+	t.Helper()
+	ops := r.ex.Ops("transformer")
+	x := ops.Upload(latents, shape...)
+	c := ops.Upload(ctx, ctxShape...)
+	defer tensor.Free(x, c)
+	out, err := m.Forward(r.ex, ops, x, ts, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]int{shape[0], m.cfg.OutChannels}, shape[2:]...)
+	if !tensor.SameShape(out.Shape(), want) {
+		t.Fatalf("output %v, want %v", out.Shape(), want)
+	}
+	got := ops.Download(out)
+	out.Free()
+	if err := ops.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// golden is one golden case copied from ../shared/golden into testdata.
+type golden struct {
+	dir     string
+	cfg     Config
+	weights *checkpoint.Set
+	inputs  *checkpoint.Set
+	outputs *checkpoint.Set
+}
+
+func loadGolden(t *testing.T, name string) *golden {
+	t.Helper()
+	dir := filepath.Join("testdata", name)
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &golden{dir: dir, cfg: cfg}
+	for _, f := range []struct {
+		set  **checkpoint.Set
+		file string
+	}{{&g.weights, "diffusion_pytorch_model.safetensors"}, {&g.inputs, "inputs.safetensors"}, {&g.outputs, "outputs.safetensors"}} {
+		s, err := checkpoint.OpenSet(filepath.Join(dir, f.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		*f.set = s
+		t.Cleanup(func() { s.Close() })
+	}
+	return g
+}
+
+// tensorOf reads a float tensor of a golden file as float32 with its shape.
+func tensorOf(t *testing.T, s *checkpoint.Set, name string) ([]float32, []int) {
+	t.Helper()
+	info, ok := s.Lookup(name)
+	if !ok {
+		t.Fatalf("%s: no tensor %q", s.Path(), name)
+	}
+	d, err := s.ReadF32(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, info.Shape
+}
+
+// setSource adapts a checkpoint.Set to residency.Source.
+// TODO: use residency.SourceOf once the lead adds it.
+type setSource struct{ s *checkpoint.Set }
+
+func (src setSource) Info(name string) (residency.TensorInfo, bool) {
+	i, ok := src.s.Lookup(name)
+	if !ok {
+		return residency.TensorInfo{}, false
+	}
+	return residency.TensorInfo{DType: i.DType, Shape: i.Shape, Size: i.Size}, true
+}
+
+func (src setSource) Read(name string, off int64, dst []byte) error {
+	i, ok := src.s.Lookup(name)
+	if !ok {
+		return fmt.Errorf("no tensor %q", name)
+	}
+	return src.s.ReadRange(i, off, dst)
+}
+
+func (src setSource) Drop(name string) {
+	if i, ok := src.s.Lookup(name); ok {
+		src.s.DropCache(i)
+	}
+}
+
+// memSource is an in-memory float32 checkpoint for tests.
+type memSource struct {
+	data   map[string][]float32
+	shapes map[string][]int
+}
+
+func (s *memSource) Info(name string) (residency.TensorInfo, bool) {
+	d, ok := s.data[name]
+	if !ok {
+		return residency.TensorInfo{}, false
+	}
+	return residency.TensorInfo{DType: dtype.F32, Shape: s.shapes[name], Size: int64(4 * len(d))}, true
+}
+
+func (s *memSource) Read(name string, off int64, dst []byte) error {
+	d, ok := s.data[name]
+	if !ok || off%4 != 0 || len(dst)%4 != 0 || int(off)/4+len(dst)/4 > len(d) {
+		return fmt.Errorf("read %s [%d, +%d) out of range", name, off, len(dst))
+	}
+	for i := range len(dst) / 4 {
+		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(d[int(off)/4+i]))
+	}
+	return nil
+}
+
+func (s *memSource) Drop(string) {}
+
+// synthesize makes random weights for every parameter cfg lists, the way
+// `ferry synth` uses Params: norm weights near 1, matrices scaled by
+// 1/√fan_in so activations stay O(1).
+func synthesize(cfg Config, seed uint64) *memSource {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	s := &memSource{data: map[string][]float32{}, shapes: map[string][]int{}}
+	for _, p := range cfg.Params() {
+		n := tensor.NumElems(p.Shape)
+		std := 1.0
+		if len(p.Shape) >= 2 && !strings.HasSuffix(p.Name, "scale_shift_table") {
+			std = 1 / math.Sqrt(float64(n/p.Shape[0]))
+		}
+		d := make([]float32, n)
+		for i := range d {
+			d[i] = float32(rng.NormFloat64() * std)
+			if len(p.Shape) == 1 && strings.Contains(p.Name, "norm") && strings.HasSuffix(p.Name, ".weight") {
+				d[i] = 1 + d[i]/4
+			}
+		}
+		s.data[p.Name] = d
+		s.shapes[p.Name] = p.Shape
+	}
+	return s
+}
+
+// randn returns n standard normal values.
+func randn(seed uint64, n int) []float32 {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	d := make([]float32, n)
+	for i := range d {
+		d[i] = float32(rng.NormFloat64())
+	}
+	return d
+}
+
+// compare reports the largest |got-want| and fails where it exceeds
+// atol + rtol·|want|.
+func compare(t *testing.T, what string, got, want []float32, atol, rtol float64) float64 {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	worst, bad := 0.0, 0
+	for i := range got {
+		d := math.Abs(float64(got[i]) - float64(want[i]))
+		if math.IsNaN(d) || d > atol+rtol*math.Abs(float64(want[i])) {
+			if bad < 5 {
+				t.Errorf("%s[%d] = %g, want %g", what, i, got[i], want[i])
+			}
+			bad++
+		}
+		if d > worst || math.IsNaN(d) {
+			worst = d
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d values outside atol %g rtol %g (max abs error %g)", what, bad, len(got), atol, rtol, worst)
+	}
+	return worst
+}
+
+// tinyConfig is the golden checkpoints' architecture: 2 heads of 20, two
+// layers, text width 32.
+func tinyConfig() Config {
+	c := defaults()
+	c.NumAttentionHeads, c.AttentionHeadDim, c.NumLayers = 2, 20, 2
+	c.FFNDim, c.FreqDim, c.TextDim = 64, 16, 32
+	return c
+}

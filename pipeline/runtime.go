@@ -1,0 +1,110 @@
+// Package pipeline holds what every pipeline shares: the runtime (budgeted
+// devices, backends, the residency executor, the trace), phase timing, and
+// the report that a run writes. Model-family pipelines live in
+// subpackages (pipeline/synthetic, pipeline/wan).
+package pipeline
+
+import (
+	"fmt"
+	"time"
+
+	"ferry/backend/cpu"
+	"ferry/backend/cpu/gemm"
+	"ferry/residency"
+	"ferry/tensor"
+	"ferry/trace"
+)
+
+// Budget caps device and host memory in bytes (0: unlimited).
+type Budget struct {
+	DeviceBytes int64 `json:"device_bytes"`
+	HostBytes   int64 `json:"host_bytes"`
+}
+
+// Runtime is one request's machinery.
+type Runtime struct {
+	Budget      Budget
+	Plan        *residency.Plan
+	Device      *cpu.Device
+	Host        *cpu.Device
+	Backend     tensor.Backend
+	HostBackend tensor.Backend
+	Exec        *residency.Executor
+	Trace       *trace.Recorder
+
+	start  time.Time
+	phases map[string]time.Duration
+	steps  []time.Duration
+}
+
+// Options tune a runtime beyond the budget and plan.
+type Options struct {
+	// Gemm overrides the GEMM implementation (nil: gemm.Best()).
+	Gemm gemm.Impl
+}
+
+// NewRuntime builds devices under the budget and an executor for the plan.
+func NewRuntime(b Budget, plan *residency.Plan, opt Options) (*Runtime, error) {
+	g := opt.Gemm
+	if g == nil {
+		g = gemm.Best()
+	}
+	rt := &Runtime{
+		Budget: b,
+		Plan:   plan,
+		Device: cpu.NewDevice(b.DeviceBytes),
+		Host:   cpu.NewDevice(b.HostBytes),
+		Trace:  trace.New(),
+		phases: map[string]time.Duration{},
+	}
+	rt.Device.Observe(counter(rt.Trace, "device"))
+	rt.Host.Observe(counter(rt.Trace, "host"))
+	rt.Backend = cpu.New(rt.Device, g)
+	rt.HostBackend = cpu.New(rt.Host, g)
+	ex, err := residency.New(residency.Config{Backend: rt.Backend, HostBackend: rt.HostBackend, Plan: plan, Trace: rt.Trace})
+	if err != nil {
+		return nil, err
+	}
+	rt.Exec = ex
+	resetPeakRSS()
+	rt.start = time.Now()
+	return rt, nil
+}
+
+// counter feeds a device's allocated and reserved bytes into the trace.
+func counter(rec *trace.Recorder, name string) func(cpu.AllocEvent) {
+	rec.SetResolution(name+" allocated", 1<<20)
+	rec.SetResolution(name+" reserved", 1<<20)
+	return func(ev cpu.AllocEvent) {
+		rec.Count(name+" allocated", ev.Stats.Allocated)
+		rec.Count(name+" reserved", ev.Stats.Reserved)
+	}
+}
+
+// Phase starts timing a named phase; call the result to end it.
+func (rt *Runtime) Phase(name string) func() {
+	t0 := time.Now()
+	end := rt.Trace.Begin(trace.Phase, trace.TrackPhase, name, 0)
+	return func() {
+		end()
+		rt.phases[name] += time.Since(t0)
+	}
+}
+
+// Step records one denoising step's duration.
+func (rt *Runtime) Step(d time.Duration) { rt.steps = append(rt.steps, d) }
+
+// Close releases the executor and every byte of the devices.
+func (rt *Runtime) Close() {
+	rt.Exec.Close()
+	rt.Device.EmptyCache()
+	rt.Host.EmptyCache()
+}
+
+// CheckReleased reports an error when memory is still allocated after Close.
+func (rt *Runtime) CheckReleased() error {
+	if d, h := rt.Device.Stats().Allocated, rt.Host.Stats().Allocated; d != 0 || h != 0 {
+		return fmt.Errorf("leak: %s on the device and %s on the host still allocated", tensor.FormatBytes(d), tensor.FormatBytes(h))
+	}
+	return nil
+}
