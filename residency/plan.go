@@ -50,6 +50,33 @@ const (
 type Plan struct {
 	Name       string                   `json:"name,omitempty" yaml:"name,omitempty"`
 	Components map[string]ComponentPlan `json:"components" yaml:"components"`
+	// Run holds the activation-side choices that come with a schedule.
+	Run RunOptions `json:"run,omitempty" yaml:"run,omitempty"`
+}
+
+// CFG modes: how the conditional and unconditional branches of
+// classifier-free guidance are computed.
+const (
+	// CFGBatched runs both branches as one batch of 2 (faster, twice the
+	// activations).
+	CFGBatched = "batched"
+	// CFGSequential runs them one after the other (half the activations).
+	CFGSequential = "sequential"
+)
+
+// RunOptions are the activation-side parts of a plan. Apart from VAE
+// tiling (which blends overlapping tiles, as diffusers' tiled decode does)
+// none of them changes the result.
+type RunOptions struct {
+	// FFNChunk is the number of tokens the transformer's feed-forward
+	// processes at a time; 0 processes all at once.
+	FFNChunk int `json:"ffn_chunk,omitempty" yaml:"ffn_chunk,omitempty"`
+	// CFG is CFGBatched (default) or CFGSequential.
+	CFG string `json:"cfg,omitempty" yaml:"cfg,omitempty"`
+	// VAETile is the VAE's spatial tile in output pixels (square), 0 for
+	// untiled; VAEStride is the tile stride (default 3/4 of the tile).
+	VAETile   int `json:"vae_tile,omitempty" yaml:"vae_tile,omitempty"`
+	VAEStride int `json:"vae_stride,omitempty" yaml:"vae_stride,omitempty"`
 }
 
 // ComponentPlan places one component.
@@ -83,6 +110,9 @@ func (p *Plan) For(component string) ComponentPlan {
 
 // Validate checks every field and says what is wrong and how to fix it.
 func (p *Plan) Validate() error {
+	if err := p.Run.validate(); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(p.Components))
 	for n := range p.Components {
 		names = append(names, n)
@@ -167,4 +197,25 @@ func Uniform(name string, c ComponentPlan, components ...string) *Plan {
 		p.Components[n] = c
 	}
 	return p
+}
+
+func (r RunOptions) validate() error {
+	switch r.CFG {
+	case "", CFGBatched, CFGSequential:
+	default:
+		return fmt.Errorf("plan: run.cfg %q (want %s or %s)", r.CFG, CFGBatched, CFGSequential)
+	}
+	if r.FFNChunk < 0 {
+		return fmt.Errorf("plan: run.ffn_chunk %d must be >= 0", r.FFNChunk)
+	}
+	if r.VAETile < 0 || r.VAEStride < 0 {
+		return fmt.Errorf("plan: run.vae_tile and run.vae_stride must be >= 0")
+	}
+	if r.VAETile > 0 && (r.VAETile%8 != 0 || r.VAEStride%8 != 0) {
+		return fmt.Errorf("plan: run.vae_tile %d and run.vae_stride %d must be multiples of 8 (the VAE's scale)", r.VAETile, r.VAEStride)
+	}
+	if r.VAEStride > r.VAETile {
+		return fmt.Errorf("plan: run.vae_stride %d exceeds run.vae_tile %d (tiles would leave gaps)", r.VAEStride, r.VAETile)
+	}
+	return nil
 }
