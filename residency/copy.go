@@ -45,6 +45,10 @@ func (e *Executor) load(b *Block) (*tensor.Buffer, error) {
 	if cs.plan.Placement == Host {
 		backend, dev = e.cfg.HostBackend, e.host
 	}
+	if b.devBytes == 0 {
+		// Only row-gathered tables: nothing moves, nothing is allocated.
+		return tensor.HostBuffer(nil), nil
+	}
 	t0 := e.cfg.Trace.Now()
 	buf, err := dev.Alloc(b.devBytes, b.Name)
 	if err != nil {

@@ -1,6 +1,11 @@
 package residency
 
-import "ferry/dtype"
+import (
+	"fmt"
+
+	"ferry/checkpoint"
+	"ferry/dtype"
+)
 
 // TensorInfo describes a stored tensor.
 type TensorInfo struct {
@@ -17,4 +22,36 @@ type Source interface {
 	Read(name string, off int64, dst []byte) error
 	// Drop tells the OS the tensor's file pages are no longer needed.
 	Drop(name string)
+}
+
+// CheckpointSource adapts a checkpoint.Set (one safetensors file or a
+// sharded set) to a Source.
+type CheckpointSource struct{ Set *checkpoint.Set }
+
+// SourceOf returns set as a Source.
+func SourceOf(set *checkpoint.Set) Source { return CheckpointSource{Set: set} }
+
+// Info implements Source.
+func (s CheckpointSource) Info(name string) (TensorInfo, bool) {
+	t, ok := s.Set.Lookup(name)
+	if !ok {
+		return TensorInfo{}, false
+	}
+	return TensorInfo{DType: t.DType, Shape: t.Shape, Size: t.Size}, true
+}
+
+// Read implements Source.
+func (s CheckpointSource) Read(name string, off int64, dst []byte) error {
+	t, ok := s.Set.Lookup(name)
+	if !ok {
+		return fmt.Errorf("%s: no tensor %q", s.Set.Path(), name)
+	}
+	return s.Set.ReadRange(t, off, dst)
+}
+
+// Drop implements Source.
+func (s CheckpointSource) Drop(name string) {
+	if t, ok := s.Set.Lookup(name); ok {
+		_ = s.Set.DropCache(t) // advisory: a failed drop only costs page cache
+	}
 }

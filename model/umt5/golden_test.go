@@ -97,7 +97,7 @@ func testGolden(t *testing.T, name string, g gemm.Impl, atol, rtol float64) {
 	want := readFloats(t, openSet(t, filepath.Join(dir, "outputs.safetensors")), "last_hidden_state")
 
 	r := newRigWith(t, nil, g)
-	m := r.encoder(t, cfg, sourceOf(openSet(t, filepath.Join(dir, "model.safetensors"))))
+	m := r.encoder(t, cfg, residency.SourceOf(openSet(t, filepath.Join(dir, "model.safetensors"))))
 	got := r.encode(t, m, ids, mask, shape[0], shape[1])
 	worst := compare(t, "last_hidden_state", got, want, atol, rtol)
 	t.Logf("%s with %s GEMM: max abs error %.3g (atol %g, rtol %g)", name, g.Name(), worst, atol, rtol)
@@ -114,7 +114,7 @@ func TestGoldenWanPrompts(t *testing.T) {
 	inputs := openSet(t, filepath.Join(dir, "inputs.safetensors"))
 	outputs := openSet(t, filepath.Join(dir, "outputs.safetensors"))
 	r := newRig(t, nil)
-	m := r.encoder(t, cfg, sourceOf(openSet(t, filepath.Join(dir, "model.safetensors"))))
+	m := r.encoder(t, cfg, residency.SourceOf(openSet(t, filepath.Join(dir, "model.safetensors"))))
 	for _, c := range []struct{ prefix, output string }{
 		{"prompt", "prompt_embeds"}, {"negative", "negative_prompt_embeds"},
 	} {
@@ -195,27 +195,5 @@ func TestParamsBlocks(t *testing.T) {
 	}
 	if perBlock["embed"] != 256384*4096 || perBlock["final"] != 4096 {
 		t.Errorf("embed %d, final %d elements", perBlock["embed"], perBlock["final"])
-	}
-}
-
-// sourceOf adapts a checkpoint set to the executor. TEMPORARY: replace by
-// residency.SourceOf once the lead lands it.
-func sourceOf(set *checkpoint.Set) residency.Source { return setSource{set} }
-
-type setSource struct{ set *checkpoint.Set }
-
-func (s setSource) Info(name string) (residency.TensorInfo, bool) {
-	info, ok := s.set.Lookup(name)
-	return residency.TensorInfo{DType: info.DType, Shape: info.Shape, Size: info.Size}, ok
-}
-
-func (s setSource) Read(name string, off int64, dst []byte) error {
-	info, _ := s.set.Lookup(name)
-	return s.set.ReadRange(info, off, dst)
-}
-
-func (s setSource) Drop(name string) {
-	if info, ok := s.set.Lookup(name); ok {
-		s.set.DropCache(info)
 	}
 }

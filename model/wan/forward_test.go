@@ -28,7 +28,7 @@ func TestFFNChunkIsExact(t *testing.T) {
 	ctx, cs := tensorOf(t, g.inputs, "encoder_hidden_states")
 	for _, impl := range []gemm.Impl{gemm.Naive{}, gemm.Best()} {
 		r := newRigGEMM(t, impl)
-		m := r.model(t, g.cfg, setSource{g.weights})
+		m := r.model(t, g.cfg, residency.SourceOf(g.weights))
 		whole := r.forward(t, m, x, xs, ts, ctx, cs)
 		before := r.dev.Stats().Allocated
 		for _, chunk := range []int{1, 5, 12, 35, 36, 1000} {
@@ -103,7 +103,7 @@ func TestForwardWithoutCrossAttnNorm(t *testing.T) {
 func TestForwardRejectsBadInputs(t *testing.T) {
 	g := loadGolden(t, "wan_transformer")
 	r := newRig(t)
-	m := r.model(t, g.cfg, setSource{g.weights})
+	m := r.model(t, g.cfg, residency.SourceOf(g.weights))
 	ops := r.ex.Ops("transformer")
 	var uploaded []*tensor.Tensor
 	up := func(shape ...int) *tensor.Tensor {
@@ -171,7 +171,7 @@ func TestForwardOutOfMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := New(g.cfg)
-		if err := ex.Register(m.Component("transformer", setSource{g.weights})); err != nil {
+		if err := ex.Register(m.Component("transformer", residency.SourceOf(g.weights))); err != nil {
 			t.Fatal(err)
 		}
 		ops := ex.Ops("transformer")

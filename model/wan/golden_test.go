@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"ferry/backend/cpu/gemm"
+	"ferry/residency"
 )
 
 // The golden cases' tolerance (manifest.json: atol 1e-4, rtol 1e-4).
@@ -116,7 +117,7 @@ func TestForwardMatchesGolden(t *testing.T) {
 				}
 
 				r := newRigGEMM(t, impl)
-				m := r.model(t, g.cfg, setSource{g.weights})
+				m := r.model(t, g.cfg, residency.SourceOf(g.weights))
 				got := r.forward(t, m, x, xs, ts, ctx, cs)
 				worst := compare(t, "sample", got, want, atol, rtol)
 				t.Logf("sample: max abs error %.3g (atol %g, rtol %g; golden absmax %.3g)", worst, atol, rtol, absMax(want))

@@ -128,32 +128,6 @@ func tensorOf(t *testing.T, s *checkpoint.Set, name string) ([]float32, []int) {
 	return d, info.Shape
 }
 
-// setSource adapts a checkpoint.Set to residency.Source.
-// TODO: use residency.SourceOf once the lead adds it.
-type setSource struct{ s *checkpoint.Set }
-
-func (src setSource) Info(name string) (residency.TensorInfo, bool) {
-	i, ok := src.s.Lookup(name)
-	if !ok {
-		return residency.TensorInfo{}, false
-	}
-	return residency.TensorInfo{DType: i.DType, Shape: i.Shape, Size: i.Size}, true
-}
-
-func (src setSource) Read(name string, off int64, dst []byte) error {
-	i, ok := src.s.Lookup(name)
-	if !ok {
-		return fmt.Errorf("no tensor %q", name)
-	}
-	return src.s.ReadRange(i, off, dst)
-}
-
-func (src setSource) Drop(name string) {
-	if i, ok := src.s.Lookup(name); ok {
-		src.s.DropCache(i)
-	}
-}
-
 // memSource is an in-memory float32 checkpoint for tests.
 type memSource struct {
 	data   map[string][]float32
