@@ -35,15 +35,16 @@ const (
 	formatGIF
 	formatAVI
 	formatMP4
+	formatSafetensors
 )
 
 // Formats lists the supported destinations, as the CLI shows them.
 func Formats() []string {
-	return []string{"file.png (one frame)", "folder/ (frame_00000.png, ...)", "file.gif", "file.avi (MJPEG)", "file.mp4 (needs ffmpeg)"}
+	return []string{"file.png (one frame)", "folder/ (frame_00000.png, ...)", "file.gif", "file.avi (MJPEG)", "file.mp4 (needs ffmpeg)", "file.safetensors (tensor video, float32 [1,F,H,W,3])"}
 }
 
 // supported is the short list used in error messages.
-const supported = ".png, .gif, .avi, .mp4, or a folder path ending in /"
+const supported = ".png, .gif, .avi, .mp4, .safetensors, or a folder path ending in /"
 
 // formatOf picks the format from the path: a trailing separator means a
 // folder, otherwise the extension (case-insensitive).
@@ -63,6 +64,8 @@ func formatOf(path string) (format, error) {
 		return formatAVI, nil
 	case ".mp4":
 		return formatMP4, nil
+	case ".safetensors":
+		return formatSafetensors, nil
 	case "":
 		return 0, fmt.Errorf("media: output %q has no extension (supported: %s)", path, supported)
 	default:
@@ -121,12 +124,16 @@ func probeDir(dir string) error {
 
 // Write writes F frames of H x W RGB float32 ([F, H, W, 3], values in
 // [0, 1]) to path, choosing the format by extension: .png (F must be 1), a
-// path ending in / (a folder of frame_%05d.png), .gif, .avi (MJPEG) or .mp4
-// (ffmpeg). fps is the playback rate of the video formats.
+// path ending in / (a folder of frame_%05d.png), .gif, .avi (MJPEG), .mp4
+// (ffmpeg) or .safetensors (the exact floats: tensor "video" [1, F, H, W, 3],
+// diffusers' output_type="np"). fps is the playback rate of the video formats.
 func Write(path string, frames []float32, f, h, w int, fps float64) error {
 	fm, err := formatOf(path)
 	if err != nil {
 		return err
+	}
+	if fm == formatSafetensors {
+		return writeSafetensors(path, frames, f, h, w)
 	}
 	c, err := newClip(frames, f, h, w, fps)
 	if err != nil {

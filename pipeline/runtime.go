@@ -5,6 +5,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -32,6 +33,7 @@ type Runtime struct {
 	Exec        *residency.Executor
 	Trace       *trace.Recorder
 
+	ctx    context.Context
 	start  time.Time
 	phases map[string]time.Duration
 	steps  []time.Duration
@@ -41,6 +43,8 @@ type Runtime struct {
 type Options struct {
 	// Gemm overrides the GEMM implementation (nil: gemm.Best()).
 	Gemm gemm.Impl
+	// Context cancels a run between blocks (Ctrl-C); nil never cancels.
+	Context context.Context
 }
 
 // NewRuntime builds devices under the budget and an executor for the plan.
@@ -56,12 +60,16 @@ func NewRuntime(b Budget, plan *residency.Plan, opt Options) (*Runtime, error) {
 		Host:   cpu.NewDevice(b.HostBytes),
 		Trace:  trace.New(),
 		phases: map[string]time.Duration{},
+		ctx:    opt.Context,
+	}
+	if rt.ctx == nil {
+		rt.ctx = context.Background()
 	}
 	rt.Device.Observe(counter(rt.Trace, "device"))
 	rt.Host.Observe(counter(rt.Trace, "host"))
 	rt.Backend = cpu.New(rt.Device, g)
 	rt.HostBackend = cpu.New(rt.Host, g)
-	ex, err := residency.New(residency.Config{Backend: rt.Backend, HostBackend: rt.HostBackend, Plan: plan, Trace: rt.Trace})
+	ex, err := residency.New(residency.Config{Backend: rt.Backend, HostBackend: rt.HostBackend, Plan: plan, Trace: rt.Trace, Context: rt.ctx})
 	if err != nil {
 		return nil, err
 	}
@@ -108,3 +116,7 @@ func (rt *Runtime) CheckReleased() error {
 	}
 	return nil
 }
+
+// Err reports whether the run was cancelled; pipelines check it between
+// steps and blocks so that Ctrl-C stops promptly and releases everything.
+func (rt *Runtime) Err() error { return rt.ctx.Err() }

@@ -1,6 +1,7 @@
 package residency
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -84,6 +85,9 @@ type Config struct {
 	Trace       *trace.Recorder
 	// ChunkBytes is the staging size for reads from disk (default 8 MiB).
 	ChunkBytes int64
+	// Context, when set, stops a run at the next block once it is
+	// cancelled (Ctrl-C): Run returns its error without running the block.
+	Context context.Context
 }
 
 // Stats are the executor's measurements.
@@ -261,6 +265,9 @@ func (e *Executor) Run(b *Block, fn func() error) error {
 	cs := b.comp
 	if cs == nil {
 		return fmt.Errorf("residency: block %s is not registered", b.Name)
+	}
+	if ctx := e.cfg.Context; ctx != nil && ctx.Err() != nil {
+		return ctx.Err()
 	}
 	e.mu.Lock()
 	if e.closed {

@@ -1,0 +1,240 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"ferry/checkpoint"
+	"ferry/media"
+	"ferry/pipeline"
+	"ferry/residency"
+	"ferry/tensor"
+)
+
+func init() {
+	register("generate", "run a text-to-video (or synthetic) pipeline folder under memory budgets", runGenerate)
+}
+
+// genFlags are generate's flags, shared by every pipeline family.
+type genFlags struct {
+	model, prompt, negative string
+	height, width, frames   int
+	steps                   int
+	guidance, flowShift     float64
+	seed                    uint64
+	latents                 string
+	maxSeqLen               int
+	plan                    string
+	deviceMem, hostMem      sizeFlag
+	out, report, trace      string
+	chart                   string
+	quiet                   bool
+	fps                     float64
+}
+
+func (g *genFlags) define(e *env) *flag.FlagSet {
+	fs := newFlags(e, "generate", "--model DIR --prompt TEXT --out FILE [flags]")
+	fs.StringVar(&g.model, "model", "", "pipeline folder (diffusers layout)")
+	fs.StringVar(&g.prompt, "prompt", "", "what to generate")
+	fs.StringVar(&g.negative, "negative-prompt", "", "what to avoid (classifier-free guidance)")
+	fs.IntVar(&g.height, "height", 0, "height in pixels (default: the model's)")
+	fs.IntVar(&g.width, "width", 0, "width in pixels (default: the model's)")
+	fs.IntVar(&g.frames, "frames", 0, "number of frames, 4k+1 for Wan (default: the model's)")
+	fs.IntVar(&g.steps, "steps", 0, "denoising steps (default: the model's)")
+	fs.Float64Var(&g.guidance, "guidance", -1, "classifier-free guidance scale; <= 1 disables it")
+	fs.Float64Var(&g.flowShift, "flow-shift", 0, "override the scheduler's flow_shift")
+	fs.Uint64Var(&g.seed, "seed", 0, "seed of the initial noise")
+	fs.StringVar(&g.latents, "latents", "", "initial latents: a .safetensors file with tensor \"latents\"")
+	fs.IntVar(&g.maxSeqLen, "max-sequence-length", 512, "text tokens the encoder sees")
+	fs.StringVar(&g.plan, "plan", "", "residency plan: a preset name or a plan file (.json/.yaml)")
+	fs.Var(&g.deviceMem, "device-mem", "device memory budget, e.g. 8GiB (default: unlimited)")
+	fs.Var(&g.hostMem, "host-mem", "host memory budget for offloaded weights, e.g. 16GiB (default: unlimited)")
+	fs.StringVar(&g.out, "out", "", "output: .mp4, .avi, .gif, .png, DIR/ (PNG frames) or .safetensors")
+	fs.Float64Var(&g.fps, "fps", 16, "frames per second of video outputs")
+	fs.StringVar(&g.report, "report", "", "write the run's report (JSON) here")
+	fs.StringVar(&g.trace, "trace", "", "write a Chrome trace (JSON) here")
+	fs.StringVar(&g.chart, "chart", "", "write a memory chart (.svg or .png) here")
+	fs.BoolVar(&g.quiet, "quiet", false, "print nothing but errors")
+	return fs
+}
+
+// job is one pipeline family's run of a request.
+type job interface {
+	// Components lists the pipeline's component names (for plans).
+	Components() []string
+	// Shape is the output video's frames, height and width.
+	Shape() (f, h, w int)
+	// Run generates [F, H, W, 3] values in [0, 1].
+	Run(rt *pipeline.Runtime) ([]float32, error)
+	// Request is the resolved request, as the report records it.
+	Request() any
+}
+
+// families build a job for a folder's pipeline class.
+var families = map[string]func(f *checkpoint.Folder, g *genFlags) (job, error){}
+
+func runGenerate(e *env, args []string) error {
+	var g genFlags
+	fs := g.define(e)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if g.model == "" {
+		return userf("--model DIR is required (a pipeline folder with model_index.json; `ferry synth` makes one)")
+	}
+	if g.out == "" {
+		return userf("--out FILE is required (.mp4, .avi, .gif, .png, DIR/ or .safetensors)")
+	}
+	folder, err := openFolder(g.model)
+	if err != nil {
+		return err
+	}
+	defer folder.Close()
+	build, ok := families[folder.Class]
+	if !ok {
+		return userf("%s: pipeline class %q is not supported (supported: %s)", g.model, folder.Class, familyNames())
+	}
+	j, err := build(folder, &g)
+	if err != nil {
+		return err
+	}
+	f, _, _ := j.Shape()
+	if err := media.CheckPath(g.out, f); err != nil {
+		return asUser(err)
+	}
+	for _, p := range []string{g.report, g.trace, g.chart} {
+		if err := checkWritable(p); err != nil {
+			return err
+		}
+	}
+	plan, err := choosePlan(&g, j)
+	if err != nil {
+		return err
+	}
+	return execute(e, &g, j, plan)
+}
+
+// execute runs a job under its budgets and writes the outputs.
+func execute(e *env, g *genFlags, j job, plan *residency.Plan) error {
+	budget := pipeline.Budget{DeviceBytes: g.deviceMem.bytes, HostBytes: g.hostMem.bytes}
+	rt, err := pipeline.NewRuntime(budget, plan, pipeline.Options{Context: e.ctx})
+	if err != nil {
+		return err
+	}
+	pix, runErr := j.Run(rt)
+	measured := rt.Measure()
+	rt.Close()
+	if runErr != nil {
+		return classify(runErr)
+	}
+	if err := rt.CheckReleased(); err != nil {
+		return err
+	}
+	f, h, w := j.Shape()
+	if err := media.Write(g.out, pix, f, h, w, g.fps); err != nil {
+		return err
+	}
+	rep := pipeline.Report{Model: g.model, Request: j.Request(), Plan: plan, Budget: budget, Measured: measured}
+	if g.report != "" {
+		if err := pipeline.WriteJSON(g.report, rep); err != nil {
+			return err
+		}
+	}
+	if g.trace != "" {
+		if err := writeTrace(g.trace, rt); err != nil {
+			return err
+		}
+	}
+	if !g.quiet {
+		summarize(e.stderr, g, rep)
+	}
+	return nil
+}
+
+// classify turns budget failures into user errors: the fix is a bigger
+// budget or another plan.
+func classify(err error) error {
+	if errors.Is(err, tensor.ErrOutOfMemory) {
+		return asUser(fmt.Errorf("%w (raise --device-mem/--host-mem or choose a plan that streams more)", err))
+	}
+	var u *UserError
+	if errors.As(err, &u) {
+		return err
+	}
+	return err
+}
+
+func openFolder(dir string) (*checkpoint.Folder, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, userf("--model %s: no such folder", dir)
+	}
+	if !st.IsDir() {
+		return nil, userf("--model %s is a file; give the pipeline folder (the one holding model_index.json)", dir)
+	}
+	f, err := checkpoint.OpenFolder(dir)
+	if err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, checkpoint.ModelIndexName)); serr != nil {
+			return nil, userf("--model %s is not a diffusers pipeline folder (no model_index.json)", dir)
+		}
+		return nil, asUser(err)
+	}
+	return f, nil
+}
+
+func familyNames() string {
+	var s string
+	for n := range families {
+		if s != "" {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}
+
+// checkWritable fails early when an output file's folder is missing.
+func checkWritable(path string) error {
+	if path == "" {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return userf("cannot write %s: folder %s does not exist", path, dir)
+	}
+	return nil
+}
+
+func writeTrace(path string, rt *pipeline.Runtime) error {
+	return pipeline.WriteFileAtomicFunc(path, func(w io.Writer) error { return rt.Trace.WriteChrome(w) })
+}
+
+func summarize(w io.Writer, g *genFlags, r pipeline.Report) {
+	m := r.Measured
+	fmt.Fprintf(w, "plan %s: peak device %s (budget %s), peak host %s (budget %s), peak RSS %s\n",
+		r.Plan.Name, tensor.FormatBytes(m.PeakDeviceBytes), budgetString(r.Budget.DeviceBytes),
+		tensor.FormatBytes(m.PeakHostBytes), budgetString(r.Budget.HostBytes), tensor.FormatBytes(m.PeakRSSBytes))
+	fmt.Fprintf(w, "time %.2fs: text %.2fs, denoise %.2fs (%d steps), vae %.2fs; copies %.2fs, compute waited %.2fs for copies\n",
+		m.TotalS, m.TextEncoderS, m.DenoiseS, len(m.StepS), m.VAES, m.CopyS, m.CopyWaitS)
+	fmt.Fprintf(w, "wrote %s\n", g.out)
+}
+
+func budgetString(b int64) string {
+	if b <= 0 {
+		return "unlimited"
+	}
+	return tensor.FormatBytes(b)
+}
+
+// choosePlan resolves --plan; without one every component is resident.
+func choosePlan(g *genFlags, j job) (*residency.Plan, error) {
+	spec := g.plan
+	if spec == "" {
+		spec = "resident"
+	}
+	return resolvePlan(spec, j.Components())
+}
