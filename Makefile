@@ -11,6 +11,7 @@ export CGO_ENABLED := 0
 all: build
 
 deps:
+	@./scripts/ensure-go.sh
 	@./scripts/ensure-openblas.sh
 
 build:
@@ -27,7 +28,7 @@ demo: deps build
 	@./scripts/demo.sh
 
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./residency/... ./pipeline/...
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./pipeline/...
 
 clean:
 	rm -rf bin $(CACHE)

@@ -161,9 +161,9 @@ func classify(err error) error {
 	if errors.Is(err, tensor.ErrOutOfMemory) {
 		return asUser(fmt.Errorf("%w (raise --device-mem/--host-mem or choose a plan that streams more)", err))
 	}
-	var u *UserError
-	if errors.As(err, &u) {
-		return err
+	var be *residency.BudgetError
+	if errors.As(err, &be) {
+		return asUser(err)
 	}
 	return err
 }

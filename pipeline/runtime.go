@@ -49,6 +49,9 @@ type Options struct {
 
 // NewRuntime builds devices under the budget and an executor for the plan.
 func NewRuntime(b Budget, plan *residency.Plan, opt Options) (*Runtime, error) {
+	if plan == nil {
+		plan = &residency.Plan{Name: "resident", Components: map[string]residency.ComponentPlan{}}
+	}
 	g := opt.Gemm
 	if g == nil {
 		g = gemm.Best()

@@ -222,6 +222,24 @@ func computeType(d dtype.DType) dtype.DType {
 }
 
 // alignUp keeps every tensor 64-byte aligned inside a block's buffer.
+// BudgetError says a block can never fit its budget: found at Register,
+// before anything computes.
+type BudgetError struct {
+	Block  string
+	Bytes  int64
+	Where  string // "device" or "host"
+	Budget int64
+}
+
+func (e *BudgetError) Error() string {
+	fix := "raise the budget or choose a plan that keeps this component on the host"
+	if e.Where == "host" {
+		fix = "raise --host-mem"
+	}
+	return fmt.Sprintf("block %s needs %s on the %s but the %s budget is %s: %s",
+		e.Block, tensor.FormatBytes(e.Bytes), e.Where, e.Where, tensor.FormatBytes(e.Budget), fix)
+}
+
 func alignUp(n int64) int64 { return (n + 63) &^ 63 }
 
 func (e *Executor) checkFits(cs *compState) error {
@@ -238,8 +256,7 @@ func (e *Executor) checkFits(cs *compState) error {
 			if cs.plan.Placement == Host {
 				where = "host"
 			}
-			return fmt.Errorf("block %s needs %s on the %s but the %s budget is %s: raise the budget or choose a plan that keeps this component on the host",
-				b.Name, tensor.FormatBytes(b.devBytes), where, where, tensor.FormatBytes(capacity))
+			return &BudgetError{Block: b.Name, Bytes: b.devBytes, Where: where, Budget: capacity}
 		}
 	}
 	return nil

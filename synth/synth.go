@@ -279,3 +279,5 @@ func configWithClass(c Component) (any, error) {
 	}
 	return m, nil
 }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

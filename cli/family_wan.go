@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"fmt"
+	"slices"
+
+	"ferry/checkpoint"
+	"ferry/pipeline"
+	"ferry/pipeline/wan"
+)
+
+func init() { families["WanPipeline"] = newWanJob }
+
+// wanJob is a Wan 2.1 text-to-video request on a folder.
+type wanJob struct {
+	p   *wan.Pipeline
+	req wan.Request
+}
+
+func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
+	p, err := wan.Open(f)
+	if err != nil {
+		return nil, asUser(err)
+	}
+	r := wan.Request{Prompt: g.prompt, NegativePrompt: g.negative, Height: g.height, Width: g.width,
+		Frames: g.frames, Steps: g.steps, Guidance: g.guidance, FlowShift: g.flowShift, Seed: g.seed,
+		MaxSeqLen: g.maxSeqLen}
+	if g.prompt == "" {
+		return nil, userf("--prompt TEXT is required")
+	}
+	r.Defaults()
+	if g.latents != "" {
+		v, shape, err := wan.ReadLatents(g.latents)
+		if err != nil {
+			return nil, asUser(fmt.Errorf("--latents: %w", err))
+		}
+		if len(shape) != 5 || shape[0] != 1 || shape[1] != p.ZDim() {
+			return nil, userf("--latents %s: shape %v, want [1, %d, T, H/8, W/8]", g.latents, shape, p.ZDim())
+		}
+		// The latents fix the shape; flags that disagree are an error.
+		want := wan.Request{Height: shape[3] * 8, Width: shape[4] * 8, Frames: (shape[2]-1)*4 + 1}
+		if (g.height != 0 && g.height != want.Height) || (g.width != 0 && g.width != want.Width) || (g.frames != 0 && g.frames != want.Frames) {
+			return nil, userf("--latents %s is for %dx%d, %d frames; drop --height/--width/--frames or make them match", g.latents, want.Height, want.Width, want.Frames)
+		}
+		r.Height, r.Width, r.Frames = want.Height, want.Width, want.Frames
+		r.Latents, r.LatentsFile = v, g.latents
+	}
+	if err := r.Check(); err != nil {
+		return nil, asUser(err)
+	}
+	return &wanJob{p: p, req: r}, nil
+}
+
+func (j *wanJob) Components() []string { return slices.Clone(wan.Components) }
+
+func (j *wanJob) Shape() (int, int, int) { return j.req.Frames, j.req.Height, j.req.Width }
+
+func (j *wanJob) Request() any { return j.req }
+
+func (j *wanJob) Run(rt *pipeline.Runtime) ([]float32, error) {
+	if err := j.p.Register(rt.Exec); err != nil {
+		return nil, err
+	}
+	out, err := j.p.Generate(rt, j.req, false)
+	if err != nil {
+		return nil, err
+	}
+	return out.Video, nil
+}

@@ -1,0 +1,237 @@
+// Package wanvae is the Wan 2.1 video VAE, diffusers' AutoencoderKLWan
+// (is_residual false, no patching).
+//
+// The decoder turns latents [B, z_dim, T, h, w] into video
+// [B, 3, 1+4(T-1), 8h, 8w]: one latent frame at a time, every causal 3-D
+// convolution keeping the last two frames of its input between frames
+// (diffusers' feat_cache), the temporal upsamplers passing the first frame
+// through unchanged. The encoder reads frames in chunks of 1, 4, 4, ...
+// and returns the latent distribution's mean and log-variance. Both have
+// tiled variants that blend overlapping spatial tiles exactly as diffusers'
+// tiled_decode and tiled_encode do.
+//
+// The model is declared as residency blocks in execution order. Encoder:
+// "encoder.in" (conv_in), "encoder.down.K" (one per diffusers
+// encoder.down_blocks.K: a residual block or a downsampler),
+// "encoder.mid", "encoder.out" (norm_out, conv_out and quant_conv).
+// Decoder: "decoder.in" (post_quant_conv and conv_in), "decoder.mid",
+// "decoder.up.I.res.J" and "decoder.up.I.upsample" (the residual blocks and
+// the upsampler of up_blocks.I), "decoder.out" (norm_out, conv_out). The
+// decoder runs every one of its blocks once per latent frame.
+package wanvae
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Config is a vae/config.json of AutoencoderKLWan.
+type Config struct {
+	BaseDim            int       `json:"base_dim"`
+	DecoderBaseDim     *int      `json:"decoder_base_dim"`
+	ZDim               int       `json:"z_dim"`
+	DimMult            []int     `json:"dim_mult"`
+	NumResBlocks       int       `json:"num_res_blocks"`
+	AttnScales         []float64 `json:"attn_scales"`
+	TemperalDownsample []bool    `json:"temperal_downsample"`
+	Dropout            float64   `json:"dropout"`
+	LatentsMean        []float64 `json:"latents_mean"`
+	LatentsStd         []float64 `json:"latents_std"`
+	IsResidual         bool      `json:"is_residual"`
+	InChannels         int       `json:"in_channels"`
+	OutChannels        int       `json:"out_channels"`
+	PatchSize          *int      `json:"patch_size"`
+}
+
+// wan21Mean and wan21Std are the per-channel latent statistics of the Wan
+// 2.1 VAE (AutoencoderKLWan's defaults).
+var (
+	wan21Mean = []float64{
+		-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+		0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921,
+	}
+	wan21Std = []float64{
+		2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+		3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160,
+	}
+)
+
+// ConfigWan21 is the VAE of Wan-AI/Wan2.1-T2V-*-Diffusers (the
+// constructor defaults of AutoencoderKLWan).
+func ConfigWan21() Config {
+	return Config{
+		BaseDim:            96,
+		ZDim:               16,
+		DimMult:            []int{1, 2, 4, 4},
+		NumResBlocks:       2,
+		AttnScales:         []float64{},
+		TemperalDownsample: []bool{false, true, true},
+		LatentsMean:        append([]float64(nil), wan21Mean...),
+		LatentsStd:         append([]float64(nil), wan21Std...),
+		InChannels:         3,
+		OutChannels:        3,
+	}
+}
+
+// ParseConfig reads a config.json, fills missing keys with the reference's
+// constructor defaults and validates the result.
+func ParseConfig(raw []byte) (Config, error) {
+	c := ConfigWan21()
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return Config{}, fmt.Errorf("wanvae config: %w", err)
+	}
+	// A null list in config.json (which leaves the slice nil) means "the
+	// default" to the reference.
+	if c.LatentsMean == nil {
+		c.LatentsMean = append([]float64(nil), wan21Mean...)
+	}
+	if c.LatentsStd == nil {
+		c.LatentsStd = append([]float64(nil), wan21Std...)
+	}
+	return c, c.Validate()
+}
+
+// Validate says what is wrong with a config.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		key string
+		v   int
+	}{
+		{"base_dim", c.BaseDim}, {"decoder_base_dim", c.decoderBaseDim()}, {"z_dim", c.ZDim},
+		{"num_res_blocks", c.NumResBlocks}, {"in_channels", c.InChannels}, {"out_channels", c.OutChannels},
+	} {
+		if f.v <= 0 {
+			return fmt.Errorf("wanvae config: %s must be > 0, got %d", f.key, f.v)
+		}
+	}
+	if len(c.DimMult) < 1 {
+		return fmt.Errorf("wanvae config: dim_mult is empty")
+	}
+	for i, m := range c.DimMult {
+		if m <= 0 {
+			return fmt.Errorf("wanvae config: dim_mult[%d] must be > 0, got %d", i, m)
+		}
+	}
+	// The reference reads temperal_downsample[i] for every level but the
+	// last, and halves the channels at every upsampler.
+	if len(c.TemperalDownsample) != len(c.DimMult)-1 {
+		return fmt.Errorf("wanvae config: temperal_downsample has %d entries, want %d (one per dim_mult level but the last)",
+			len(c.TemperalDownsample), len(c.DimMult)-1)
+	}
+	for i, d := range c.decoderDims() {
+		if i > 0 && i < len(c.DimMult) && d%2 != 0 {
+			return fmt.Errorf("wanvae config: decoder level %d has %d channels, which the upsampler cannot halve", i, d)
+		}
+	}
+	if len(c.AttnScales) != 0 {
+		return fmt.Errorf("wanvae config: attn_scales %v is not supported (Wan 2.1 has none)", c.AttnScales)
+	}
+	if c.IsResidual {
+		return fmt.Errorf("wanvae config: is_residual (the Wan 2.2 VAE) is not supported; only Wan 2.1")
+	}
+	if c.PatchSize != nil && *c.PatchSize != 1 {
+		return fmt.Errorf("wanvae config: patch_size %d is not supported (the Wan 2.2 VAE); only Wan 2.1", *c.PatchSize)
+	}
+	if len(c.LatentsMean) != c.ZDim || len(c.LatentsStd) != c.ZDim {
+		return fmt.Errorf("wanvae config: latents_mean has %d and latents_std %d values, want z_dim = %d each",
+			len(c.LatentsMean), len(c.LatentsStd), c.ZDim)
+	}
+	for i, s := range c.LatentsStd {
+		if !(s > 0) {
+			return fmt.Errorf("wanvae config: latents_std[%d] must be > 0, got %g", i, s)
+		}
+	}
+	return nil
+}
+
+func (c Config) decoderBaseDim() int {
+	if c.DecoderBaseDim != nil {
+		return *c.DecoderBaseDim
+	}
+	return c.BaseDim
+}
+
+// encoderDims are the encoder's channels: conv_in's output, then each
+// level's.
+func (c Config) encoderDims() []int {
+	dims := []int{c.BaseDim}
+	for _, m := range c.DimMult {
+		dims = append(dims, c.BaseDim*m)
+	}
+	return dims
+}
+
+// decoderDims are the decoder's channels: conv_in's output (the widest),
+// then each up level's, from the deepest to the shallowest.
+func (c Config) decoderDims() []int {
+	d := c.decoderBaseDim()
+	dims := []int{d * c.DimMult[len(c.DimMult)-1]}
+	for i := len(c.DimMult) - 1; i >= 0; i-- {
+		dims = append(dims, d*c.DimMult[i])
+	}
+	return dims
+}
+
+// temporalUpsample reports whether decoder up level i doubles the frames
+// (the reverse of temperal_downsample).
+func (c Config) temporalUpsample(i int) bool {
+	return c.TemperalDownsample[len(c.TemperalDownsample)-1-i]
+}
+
+// SpatialScale is how many pixels one latent covers in height and width
+// (8 for Wan 2.1).
+func (c Config) SpatialScale() int { return 1 << len(c.TemperalDownsample) }
+
+// TemporalScale is how many frames one latent frame after the first
+// covers (4 for Wan 2.1).
+func (c Config) TemporalScale() int {
+	s := 1
+	for _, t := range c.TemperalDownsample {
+		if t {
+			s *= 2
+		}
+	}
+	return s
+}
+
+// DecodedFrames is the number of frames Decode makes of t latent frames.
+func (c Config) DecodedFrames(t int) int {
+	if t <= 0 {
+		return 0
+	}
+	return 1 + c.TemporalScale()*(t-1)
+}
+
+// Denormalize turns the denoiser's latents z [B, z_dim, ...] (row-major,
+// shape given) into the VAE's latent space in place, as WanPipeline does
+// before decoding: z / (1/std) + mean per channel, in float32.
+func (c Config) Denormalize(z []float32, shape []int) error {
+	return c.perChannel(z, shape, func(v float32, ch int) float32 {
+		inv := 1 / float32(c.LatentsStd[ch])
+		return v/inv + float32(c.LatentsMean[ch])
+	})
+}
+
+// Normalize is the inverse of Denormalize, as Wan's image-to-video
+// pipelines apply it to encoded latents: (z - mean) · (1/std).
+func (c Config) Normalize(z []float32, shape []int) error {
+	return c.perChannel(z, shape, func(v float32, ch int) float32 {
+		inv := 1 / float32(c.LatentsStd[ch])
+		return (v - float32(c.LatentsMean[ch])) * inv
+	})
+}
+
+func (c Config) perChannel(z []float32, shape []int, f func(v float32, ch int) float32) error {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	if len(shape) < 2 || shape[1] != c.ZDim || n != len(z) || len(c.LatentsMean) != c.ZDim || len(c.LatentsStd) != c.ZDim {
+		return fmt.Errorf("wanvae: latents %v (%d values) are not [B, %d, ...] with statistics for every channel", shape, len(z), c.ZDim)
+	}
+	inner := n / shape[0] / shape[1]
+	for i := range z {
+		z[i] = f(z[i], i/inner%c.ZDim)
+	}
+	return nil
+}

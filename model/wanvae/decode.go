@@ -1,0 +1,183 @@
+package wanvae
+
+import (
+	"errors"
+	"fmt"
+
+	"ferry/dtype"
+	"ferry/residency"
+	"ferry/tensor"
+)
+
+// Decode turns latents z [B, z_dim, T, h, w] (float32 on ops' device,
+// already de-normalised: see Config.Denormalize) into video
+// [B, out_channels, 1+4(T-1), 8h, 8w] clamped to [-1, 1], which the
+// caller frees. When Options.Tiling is set and the latents are wider or
+// taller than one tile, it decodes in tiles (DecodeTiled).
+//
+// The decoder runs one latent frame at a time; between frames every causal
+// conv keeps the last two frames of its input (for the real Wan 2.1 VAE at
+// 480×832 that is about 2.6 GB of kept frames, most of it the full-size
+// layers). Each frame's output is written straight into the result.
+func (m *Model) Decode(r residency.Runner, ops *tensor.Ops, z *tensor.Tensor) (*tensor.Tensor, error) {
+	if err := m.checkDecode(ops, z); err != nil {
+		return nil, err
+	}
+	if t := m.Options.Tiling; t != nil {
+		scale := m.cfg.SpatialScale()
+		if z.Dim(4) > t.MinWidth/scale || z.Dim(3) > t.MinHeight/scale {
+			return m.DecodeTiled(r, ops, z, *t)
+		}
+	}
+	out := m.emptyVideo(ops, z)
+	progress := m.progress(z.Dim(2))
+	if err := m.decodeInto(r, ops, z, out, progress); err != nil {
+		out.Free()
+		return nil, err
+	}
+	clampInPlace(ops, out)
+	if err := ops.Err(); err != nil {
+		out.Free()
+		return nil, fmt.Errorf("wanvae: decode: %w", err)
+	}
+	return out, nil
+}
+
+func (m *Model) checkDecode(ops *tensor.Ops, z *tensor.Tensor) error {
+	if m.dec == nil {
+		return errors.New("wanvae: the decoder must be declared (Component or DecoderComponent) and registered before Decode")
+	}
+	if err := ops.Err(); err != nil {
+		return fmt.Errorf("wanvae: ops already failed: %w", err)
+	}
+	return checkInput("latents", z, m.cfg.ZDim)
+}
+
+// emptyVideo allocates the decoded video for latents z.
+func (m *Model) emptyVideo(ops *tensor.Ops, z *tensor.Tensor) *tensor.Tensor {
+	s, scale := z.Shape(), m.cfg.SpatialScale()
+	return ops.Empty(dtype.F32, s[0], m.cfg.OutChannels, m.cfg.DecodedFrames(s[2]), scale*s[3], scale*s[4])
+}
+
+// progress returns a per-frame callback reporting to Options.OnFrame over
+// total frames; done counts from the first call on.
+func (m *Model) progress(total int) func() {
+	done, report := 0, m.Options.OnFrame
+	return func() {
+		done++
+		if report != nil {
+			report(done, total)
+		}
+	}
+}
+
+// decodeInto decodes z frame by frame into out (unclamped), as
+// AutoencoderKLWan._decode does before its clamp.
+func (m *Model) decodeInto(r residency.Runner, ops *tensor.Ops, z, out *tensor.Tensor, frameDone func()) error {
+	p := &pass{ops: ops}
+	defer p.cache.free()
+	at := 0
+	for k := range z.Dim(2) {
+		p.cache.rewind()
+		y, err := m.decodeFrame(r, p, ops.Narrow(z, 2, k, 1))
+		if err != nil {
+			return err
+		}
+		copyInto(ops, out, y, 2, at)
+		at += y.Dim(2)
+		y.Free()
+		if err := ops.Err(); err != nil {
+			return fmt.Errorf("wanvae: decode frame %d: %w", k, err)
+		}
+		frameDone()
+	}
+	return nil
+}
+
+// decodeFrame runs the decoder's blocks over one latent frame x
+// [B, z_dim, 1, h, w], which it consumes. post_quant_conv (1×1×1) is
+// applied per frame here rather than to all latents first: the same
+// arithmetic per position.
+func (m *Model) decodeFrame(r residency.Runner, p *pass, x *tensor.Tensor) (*tensor.Tensor, error) {
+	d := m.dec
+	step := func(b *residency.Block, f func(*tensor.Tensor) *tensor.Tensor) error {
+		return p.run(r, b, func() { x = f(x) })
+	}
+	err := step(d.in, func(x *tensor.Tensor) *tensor.Tensor {
+		y := p.pointwise(x, m.decIn.PostQuant)
+		x.Free()
+		z := p.causalConv(y, m.decIn.Conv)
+		y.Free()
+		return z
+	})
+	if err == nil {
+		err = step(d.mid, func(x *tensor.Tensor) *tensor.Tensor { return p.mid(x, &m.decMid) })
+	}
+	for i, level := range m.decUp {
+		for j, l := range level.res {
+			if err == nil {
+				err = step(d.res[i][j], func(x *tensor.Tensor) *tensor.Tensor { return p.resBlock(x, l) })
+			}
+		}
+		if level.up != nil && err == nil {
+			err = step(d.up[i], func(x *tensor.Tensor) *tensor.Tensor { return p.upsample(x, level.up) })
+		}
+	}
+	if err == nil {
+		err = step(d.out, func(x *tensor.Tensor) *tensor.Tensor { return p.head(x, m.decOut.Norm, m.decOut.Conv) })
+	}
+	if err != nil {
+		x.Free()
+		return nil, err
+	}
+	return x, nil
+}
+
+// DecodeTiled is AutoencoderKLWan.tiled_decode: the latents are cut into
+// tiles of t.MinHeight/8 × t.MinWidth/8 every t.StrideHeight/8 ×
+// t.StrideWidth/8 latents, each decoded on its own (all frames, own
+// cache), each blended with the tile above and the tile to its left over
+// MinHeight-StrideHeight and MinWidth-StrideWidth pixels with linear
+// ramps, cropped to the stride, assembled and clamped. Only the previous
+// row's bottom edges and the previous tile's right edge are kept.
+func (m *Model) DecodeTiled(r residency.Runner, ops *tensor.Ops, z *tensor.Tensor, t Tiling) (*tensor.Tensor, error) {
+	if err := m.checkDecode(ops, z); err != nil {
+		return nil, err
+	}
+	scale := m.cfg.SpatialScale()
+	if err := t.validate(scale); err != nil {
+		return nil, err
+	}
+	s := z.Shape()
+	g := tileGrid{
+		inH: s[3], inW: s[4],
+		tileH: t.MinHeight / scale, tileW: t.MinWidth / scale,
+		strideH: t.StrideHeight / scale, strideW: t.StrideWidth / scale,
+		blendH: t.MinHeight - t.StrideHeight, blendW: t.MinWidth - t.StrideWidth,
+		cropH: t.StrideHeight, cropW: t.StrideWidth,
+	}
+	progress := m.progress(g.count() * s[2])
+	decodeTile := func(y0, x0, h, w int) (*tensor.Tensor, error) {
+		rows := ops.Narrow(z, 3, y0, h)
+		tile := ops.Narrow(rows, 4, x0, w)
+		rows.Free()
+		defer tile.Free()
+		out := m.emptyVideo(ops, tile)
+		if err := m.decodeInto(r, ops, tile, out, progress); err != nil {
+			out.Free()
+			return nil, fmt.Errorf("tile at latent (%d, %d): %w", y0, x0, err)
+		}
+		return out, nil
+	}
+	out := m.emptyVideo(ops, z)
+	if err := g.assemble(ops, out, decodeTile); err != nil {
+		out.Free()
+		return nil, err
+	}
+	clampInPlace(ops, out)
+	if err := ops.Err(); err != nil {
+		out.Free()
+		return nil, fmt.Errorf("wanvae: tiled decode: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,268 @@
+package wanvae
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ferry/backend/cpu"
+	"ferry/backend/cpu/gemm"
+	"ferry/checkpoint"
+	"ferry/dtype"
+	"ferry/residency"
+	"ferry/tensor"
+)
+
+// The golden case's tolerance (manifest.json: atol 1e-4, rtol 1e-4).
+const atol, rtol = 1e-4, 1e-4
+
+// rig is an executor on fresh CPU devices.
+type rig struct {
+	dev *cpu.Device
+	ex  *residency.Executor
+}
+
+// newRig computes with g (nil: the backend's default) under plan (nil:
+// everything resident).
+func newRig(t testing.TB, g gemm.Impl, plan *residency.Plan) *rig {
+	t.Helper()
+	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
+	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ex.Close()
+		if a := dev.Stats().Allocated; a != 0 {
+			t.Errorf("device still holds %d bytes after Close", a)
+		}
+	})
+	return &rig{dev: dev, ex: ex}
+}
+
+// model registers the whole VAE over src as component "vae".
+func (r *rig) model(t testing.TB, cfg Config, src residency.Source) *Model {
+	t.Helper()
+	m := New(cfg)
+	if err := r.ex.Register(m.Component("vae", src)); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// decode uploads z, runs Decode and downloads the result.
+func (r *rig) decode(t testing.TB, m *Model, z []float32, shape []int) ([]float32, []int) {
+	t.Helper()
+	ops := r.ex.Ops("vae")
+	x := ops.Upload(z, shape...)
+	defer x.Free()
+	out, err := m.Decode(r.ex, ops, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Free()
+	got := ops.Download(out)
+	if err := ops.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got, append([]int(nil), out.Shape()...)
+}
+
+// encode uploads video, runs Encode and downloads mean, log-variance and
+// the standard deviation.
+func (r *rig) encode(t testing.TB, m *Model, video []float32, shape []int) (mean, logvar, std []float32, outShape []int) {
+	t.Helper()
+	ops := r.ex.Ops("vae")
+	x := ops.Upload(video, shape...)
+	defer x.Free()
+	mt, lt, err := m.Encode(r.ex, ops, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := Std(ops, lt)
+	defer tensor.Free(mt, lt, st)
+	mean, logvar, std = ops.Download(mt), ops.Download(lt), ops.Download(st)
+	if err := ops.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !tensor.SameShape(mt.Shape(), lt.Shape()) {
+		t.Fatalf("mean %v, logvar %v", mt.Shape(), lt.Shape())
+	}
+	return mean, logvar, std, append([]int(nil), mt.Shape()...)
+}
+
+// golden is the wan_vae golden case copied from ../shared/golden.
+type golden struct {
+	cfg     Config
+	weights *checkpoint.Set
+	inputs  *checkpoint.Set
+	outputs *checkpoint.Set
+}
+
+func loadGolden(t testing.TB) *golden {
+	t.Helper()
+	dir := filepath.Join("testdata", "wan_vae")
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &golden{cfg: cfg}
+	for _, f := range []struct {
+		set  **checkpoint.Set
+		file string
+	}{{&g.weights, "diffusion_pytorch_model.safetensors"}, {&g.inputs, "inputs.safetensors"}, {&g.outputs, "outputs.safetensors"}} {
+		s, err := checkpoint.OpenSet(filepath.Join(dir, f.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		*f.set = s
+		t.Cleanup(func() { s.Close() })
+	}
+	return g
+}
+
+// tensorOf reads a float tensor of a golden file as float32 with its shape.
+func tensorOf(t testing.TB, s *checkpoint.Set, name string) ([]float32, []int) {
+	t.Helper()
+	info, ok := s.Lookup(name)
+	if !ok {
+		t.Fatalf("%s: no tensor %q", s.Path(), name)
+	}
+	d, err := s.ReadF32(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, info.Shape
+}
+
+// compare reports the largest |got-want| and fails where it exceeds
+// atol + rtol·|want|.
+func compare(t testing.TB, what string, got, want []float32, atol, rtol float64) float64 {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	worst, bad := 0.0, 0
+	for i := range got {
+		d := math.Abs(float64(got[i]) - float64(want[i]))
+		if math.IsNaN(d) || d > atol+rtol*math.Abs(float64(want[i])) {
+			if bad < 5 {
+				t.Errorf("%s[%d] = %g, want %g", what, i, got[i], want[i])
+			}
+			bad++
+		}
+		if d > worst || math.IsNaN(d) {
+			worst = d
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d values outside atol %g rtol %g (max abs error %g)", what, bad, len(got), atol, rtol, worst)
+	}
+	return worst
+}
+
+func absMax(d []float32) float64 {
+	m := 0.0
+	for _, v := range d {
+		m = math.Max(m, math.Abs(float64(v)))
+	}
+	return m
+}
+
+// memSource is an in-memory float32 checkpoint for tests.
+type memSource struct {
+	data   map[string][]float32
+	shapes map[string][]int
+}
+
+func (s *memSource) Info(name string) (residency.TensorInfo, bool) {
+	d, ok := s.data[name]
+	if !ok {
+		return residency.TensorInfo{}, false
+	}
+	return residency.TensorInfo{DType: dtype.F32, Shape: s.shapes[name], Size: int64(4 * len(d))}, true
+}
+
+func (s *memSource) Read(name string, off int64, dst []byte) error {
+	d, ok := s.data[name]
+	if !ok || off%4 != 0 || len(dst)%4 != 0 || int(off)/4+len(dst)/4 > len(d) {
+		return fmt.Errorf("read %s [%d, +%d) out of range", name, off, len(dst))
+	}
+	for i := range len(dst) / 4 {
+		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(d[int(off)/4+i]))
+	}
+	return nil
+}
+
+func (s *memSource) Drop(string) {}
+
+// synthesize makes random weights for every parameter cfg lists, the way
+// `ferry synth` uses Params: norm gammas near 1, conv weights scaled by
+// 1/√fan_in so activations stay O(1).
+func synthesize(cfg Config, seed uint64) *memSource {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	s := &memSource{data: map[string][]float32{}, shapes: map[string][]int{}}
+	for _, p := range cfg.Params() {
+		n := tensor.NumElems(p.Shape)
+		std := 0.1
+		if len(p.Shape) >= 2 {
+			std = 1 / math.Sqrt(float64(n/p.Shape[0]))
+		}
+		d := make([]float32, n)
+		for i := range d {
+			d[i] = float32(rng.NormFloat64() * std)
+			if strings.HasSuffix(p.Name, ".gamma") {
+				d[i] = 1 + d[i]
+			}
+		}
+		s.data[p.Name] = d
+		s.shapes[p.Name] = p.Shape
+	}
+	return s
+}
+
+// randn returns n standard normal values.
+func randn(seed uint64, n int) []float32 {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	d := make([]float32, n)
+	for i := range d {
+		d[i] = float32(rng.NormFloat64())
+	}
+	return d
+}
+
+// shapeOnly is a checkpoint that describes every tensor Params lists but
+// holds no data: enough to register a component (which resolves names and
+// sizes) without reading weights.
+type shapeOnly map[string][]int
+
+func shapeSource(cfg Config) shapeOnly {
+	s := shapeOnly{}
+	for _, p := range cfg.Params() {
+		s[p.Name] = p.Shape
+	}
+	return s
+}
+
+func (s shapeOnly) Info(name string) (residency.TensorInfo, bool) {
+	shape, ok := s[name]
+	if !ok {
+		return residency.TensorInfo{}, false
+	}
+	return residency.TensorInfo{DType: dtype.F32, Shape: shape, Size: int64(4 * tensor.NumElems(shape))}, true
+}
+
+func (s shapeOnly) Read(name string, off int64, dst []byte) error {
+	return fmt.Errorf("%s: a shape-only checkpoint holds no data", name)
+}
+
+func (s shapeOnly) Drop(string) {}

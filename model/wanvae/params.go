@@ -1,0 +1,174 @@
+package wanvae
+
+import (
+	"fmt"
+	"strings"
+
+	"ferry/residency"
+)
+
+// Block name suffixes (the residency block is "<component>.<suffix>").
+const (
+	encInBlock  = "encoder.in"
+	encMidBlock = "encoder.mid"
+	encOutBlock = "encoder.out"
+	decInBlock  = "decoder.in"
+	decMidBlock = "decoder.mid"
+	decOutBlock = "decoder.out"
+)
+
+func encDownBlock(k int) string { return fmt.Sprintf("encoder.down.%d", k) }
+
+func decResBlock(i, j int) string { return fmt.Sprintf("decoder.up.%d.res.%d", i, j) }
+
+func decUpsampleBlock(i int) string { return fmt.Sprintf("decoder.up.%d.upsample", i) }
+
+// layerKind says what one layer of the encoder's or decoder's chain is.
+type layerKind int
+
+const (
+	resLayerKind layerKind = iota
+	downLayerKind
+	upLayerKind
+)
+
+// layerSpec is one residual block or resampler with its channels; a
+// resampler's in and out are the channels it reads and writes.
+type layerSpec struct {
+	kind     layerKind
+	in, out  int
+	temporal bool // a resampler that also halves or doubles the frames
+}
+
+// encoderLayers is diffusers' encoder.down_blocks list: per level
+// num_res_blocks residual blocks, then a downsampler on every level but
+// the last.
+func (c Config) encoderLayers() []layerSpec {
+	dims := c.encoderDims()
+	var ls []layerSpec
+	for i := range c.DimMult {
+		in, out := dims[i], dims[i+1]
+		for range c.NumResBlocks {
+			ls = append(ls, layerSpec{kind: resLayerKind, in: in, out: out})
+			in = out
+		}
+		if i != len(c.DimMult)-1 {
+			ls = append(ls, layerSpec{kind: downLayerKind, in: out, out: out, temporal: c.TemperalDownsample[i]})
+		}
+	}
+	return ls
+}
+
+// decoderLevels is diffusers' decoder.up_blocks: per level num_res_blocks+1
+// residual blocks, then an upsampler (halving the channels) on every level
+// but the last. Levels after the first read the upsampler's halved output.
+func (c Config) decoderLevels() [][]layerSpec {
+	dims := c.decoderDims()
+	levels := make([][]layerSpec, len(c.DimMult))
+	for i := range c.DimMult {
+		in, out := dims[i], dims[i+1]
+		if i > 0 {
+			in /= 2
+		}
+		for range c.NumResBlocks + 1 {
+			levels[i] = append(levels[i], layerSpec{kind: resLayerKind, in: in, out: out})
+			in = out
+		}
+		if i != len(c.DimMult)-1 {
+			levels[i] = append(levels[i], layerSpec{kind: upLayerKind, in: out, out: out / 2, temporal: c.temporalUpsample(i)})
+		}
+	}
+	return levels
+}
+
+// paramList collects ParamSpecs.
+type paramList []residency.ParamSpec
+
+func (ps *paramList) add(block, name string, shape ...int) {
+	*ps = append(*ps, residency.ParamSpec{Block: block, Name: name, Shape: shape})
+}
+
+// conv adds a convolution's weight [out, in, kernel...] and bias.
+func (ps *paramList) conv(block, name string, out, in int, kernel ...int) {
+	ps.add(block, name+".weight", append([]int{out, in}, kernel...)...)
+	ps.add(block, name+".bias", out)
+}
+
+func (ps *paramList) layer(block, p string, l layerSpec) {
+	switch l.kind {
+	case resLayerKind:
+		ps.add(block, p+"norm1.gamma", l.in, 1, 1, 1)
+		ps.conv(block, p+"conv1", l.out, l.in, 3, 3, 3)
+		ps.add(block, p+"norm2.gamma", l.out, 1, 1, 1)
+		ps.conv(block, p+"conv2", l.out, l.out, 3, 3, 3)
+		if l.in != l.out {
+			ps.conv(block, p+"conv_shortcut", l.out, l.in, 1, 1, 1)
+		}
+	case downLayerKind:
+		ps.conv(block, p+"resample.1", l.out, l.in, 3, 3)
+		if l.temporal {
+			ps.conv(block, p+"time_conv", l.in, l.in, 3, 1, 1)
+		}
+	case upLayerKind:
+		ps.conv(block, p+"resample.1", l.out, l.in, 3, 3)
+		if l.temporal {
+			ps.conv(block, p+"time_conv", 2*l.in, l.in, 3, 1, 1)
+		}
+	}
+}
+
+// mid adds a WanMidBlock of d channels: resnets.0, attentions.0, resnets.1.
+func (ps *paramList) mid(block, p string, d int) {
+	ps.layer(block, p+"resnets.0.", layerSpec{kind: resLayerKind, in: d, out: d})
+	ps.add(block, p+"attentions.0.norm.gamma", d, 1, 1)
+	ps.conv(block, p+"attentions.0.to_qkv", 3*d, d, 1, 1)
+	ps.conv(block, p+"attentions.0.proj", d, d, 1, 1)
+	ps.layer(block, p+"resnets.1.", layerSpec{kind: resLayerKind, in: d, out: d})
+}
+
+// Params lists every weight of the VAE with the checkpoint name diffusers'
+// save_pretrained writes, its shape and its block: the encoder's blocks in
+// execution order, then the decoder's.
+func (c Config) Params() []residency.ParamSpec {
+	var ps paramList
+	enc := c.encoderDims()
+	ps.conv(encInBlock, "encoder.conv_in", enc[0], c.InChannels, 3, 3, 3)
+	for k, l := range c.encoderLayers() {
+		ps.layer(encDownBlock(k), fmt.Sprintf("encoder.down_blocks.%d.", k), l)
+	}
+	top := enc[len(enc)-1]
+	ps.mid(encMidBlock, "encoder.mid_block.", top)
+	ps.add(encOutBlock, "encoder.norm_out.gamma", top, 1, 1, 1)
+	ps.conv(encOutBlock, "encoder.conv_out", 2*c.ZDim, top, 3, 3, 3)
+	ps.conv(encOutBlock, "quant_conv", 2*c.ZDim, 2*c.ZDim, 1, 1, 1)
+
+	dec := c.decoderDims()
+	ps.conv(decInBlock, "post_quant_conv", c.ZDim, c.ZDim, 1, 1, 1)
+	ps.conv(decInBlock, "decoder.conv_in", dec[0], c.ZDim, 3, 3, 3)
+	ps.mid(decMidBlock, "decoder.mid_block.", dec[0])
+	for i, level := range c.decoderLevels() {
+		for j, l := range level {
+			if l.kind == upLayerKind {
+				ps.layer(decUpsampleBlock(i), fmt.Sprintf("decoder.up_blocks.%d.upsamplers.0.", i), l)
+				continue
+			}
+			ps.layer(decResBlock(i, j), fmt.Sprintf("decoder.up_blocks.%d.resnets.%d.", i, j), l)
+		}
+	}
+	last := dec[len(dec)-1]
+	ps.add(decOutBlock, "decoder.norm_out.gamma", last, 1, 1, 1)
+	ps.conv(decOutBlock, "decoder.conv_out", c.OutChannels, last, 3, 3, 3)
+	return ps
+}
+
+// DecoderParams are the Params of the decoder's blocks only: what a
+// DecoderComponent binds (text-to-video never encodes).
+func (c Config) DecoderParams() []residency.ParamSpec {
+	var out []residency.ParamSpec
+	for _, p := range c.Params() {
+		if strings.HasPrefix(p.Block, "decoder.") {
+			out = append(out, p)
+		}
+	}
+	return out
+}

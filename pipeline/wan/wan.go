@@ -1,0 +1,433 @@
+// Package wan is the Wan 2.1 text-to-video pipeline (diffusers'
+// WanPipeline): prompt -> UMT5 text embeddings -> the transformer denoising
+// latents under UniPC (or flow-match Euler) with classifier-free guidance ->
+// the Wan VAE decoding frames. Every component runs through the residency
+// executor; the plan decides where weights live, never the result.
+package wan
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"ferry/checkpoint"
+	"ferry/model/umt5"
+	wanmodel "ferry/model/wan"
+	"ferry/model/wanvae"
+	"ferry/pipeline"
+	"ferry/residency"
+	"ferry/sampler"
+	"ferry/tensor"
+	"ferry/tokenizer"
+)
+
+// Component names, as in a diffusers Wan folder.
+const (
+	TextEncoder = "text_encoder"
+	Transformer = "transformer"
+	VAE         = "vae"
+)
+
+// Components lists the components that hold weights.
+var Components = []string{TextEncoder, Transformer, VAE}
+
+// Pipeline is a Wan folder's components declared with an executor.
+type Pipeline struct {
+	folder      *checkpoint.Folder
+	tok         *tokenizer.Tokenizer
+	text        *umt5.Model
+	transformer *wanmodel.Model
+	vae         *wanvae.Model
+	vaeCfg      wanvae.Config
+	schedRaw    []byte
+
+	// Hooks, all optional: progress per phase.
+	OnText  func(done, total int)
+	OnStep  func(done, total int)
+	OnFrame func(done, total int)
+}
+
+// Open reads the folder's configs and tokenizer; no weights are read.
+func Open(f *checkpoint.Folder) (*Pipeline, error) {
+	p := &Pipeline{folder: f}
+	tc, err := f.Component("tokenizer")
+	if err != nil {
+		return nil, err
+	}
+	if p.tok, err = tokenizer.Load(tc.Dir); err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	raw, err := rawConfig(f, TextEncoder)
+	if err != nil {
+		return nil, err
+	}
+	tcfg, err := umt5.ParseConfig(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", TextEncoder, err)
+	}
+	p.text = umt5.New(tcfg)
+	if raw, err = rawConfig(f, Transformer); err != nil {
+		return nil, err
+	}
+	wcfg, err := wanmodel.ParseConfig(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Transformer, err)
+	}
+	if wcfg.TextDim != tcfg.DModel {
+		return nil, fmt.Errorf("%s: text_dim %d does not match the text encoder's d_model %d", Transformer, wcfg.TextDim, tcfg.DModel)
+	}
+	p.transformer = wanmodel.New(wcfg)
+	if raw, err = rawConfig(f, VAE); err != nil {
+		return nil, err
+	}
+	if p.vaeCfg, err = wanvae.ParseConfig(raw); err != nil {
+		return nil, fmt.Errorf("%s: %w", VAE, err)
+	}
+	if wcfg.InChannels != p.vaeCfg.ZDim {
+		return nil, fmt.Errorf("%s: in_channels %d does not match the VAE's z_dim %d", Transformer, wcfg.InChannels, p.vaeCfg.ZDim)
+	}
+	p.vae = wanvae.New(p.vaeCfg)
+	if p.schedRaw, err = rawConfig(f, "scheduler"); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ZDim is the latent channel count.
+func (p *Pipeline) ZDim() int { return p.vaeCfg.ZDim }
+
+func rawConfig(f *checkpoint.Folder, name string) ([]byte, error) {
+	c, err := f.Component(name)
+	if err != nil {
+		return nil, err
+	}
+	path, err := c.ConfigPath()
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// Register declares the three weight components with the executor.
+func (p *Pipeline) Register(ex *residency.Executor) error {
+	for _, name := range Components {
+		c, err := p.folder.Component(name)
+		if err != nil {
+			return err
+		}
+		set, err := c.Weights()
+		if err != nil {
+			return err
+		}
+		src := residency.SourceOf(set)
+		var comp *residency.Component
+		switch name {
+		case TextEncoder:
+			comp = p.text.Component(name, src)
+		case Transformer:
+			comp = p.transformer.Component(name, src)
+		default:
+			comp = p.vae.Component(name, src)
+		}
+		if err := ex.Register(comp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scheduler builds the folder's scheduler, with flow_shift overridden.
+func (p *Pipeline) scheduler(flowShift float64) (sampler.Scheduler, error) {
+	raw := p.schedRaw
+	if flowShift > 0 {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("scheduler config: %w", err)
+		}
+		m["flow_shift"] = flowShift
+		var err error
+		if raw, err = json.Marshal(m); err != nil {
+			return nil, err
+		}
+	}
+	return sampler.FromConfig(raw)
+}
+
+// Output is a generated video and what produced it.
+type Output struct {
+	// Video is [F, H, W, 3] in [0, 1] (diffusers' output_type="np").
+	Video        []float32
+	Frames, H, W int
+	// With keep set: the prompt embeddings [1, MaxSeqLen, text dim] (zero
+	// past the prompt) and the latents after every step.
+	PromptEmbeds      []float32
+	StepLatents       [][]float32
+	KeepIntermediates bool
+}
+
+// Generate runs the whole request. opt.KeepIntermediates keeps the prompt
+// embeddings and per-step latents (for comparisons with diffusers).
+func (p *Pipeline) Generate(rt *pipeline.Runtime, r Request, keep bool) (*Output, error) {
+	r.Defaults()
+	if err := r.Check(); err != nil {
+		return nil, err
+	}
+	out := &Output{Frames: r.Frames, H: r.Height, W: r.Width, KeepIntermediates: keep}
+	pos, neg, err := p.encodeText(rt, r)
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		out.PromptEmbeds = pos
+	}
+	latents, err := p.denoise(rt, r, pos, neg, out)
+	if err != nil {
+		return nil, err
+	}
+	out.Video, err = p.decode(rt, r, latents)
+	return out, err
+}
+
+// encodeText tokenizes and encodes the prompt (and the negative prompt
+// when guidance is on) in one batch, then trims each to its real length
+// and zero-pads, as WanPipeline does.
+func (p *Pipeline) encodeText(rt *pipeline.Runtime, r Request) (pos, neg []float32, err error) {
+	end := rt.Phase(pipeline.PhaseText)
+	defer end()
+	prompts := []string{r.Prompt}
+	if r.CFG() {
+		prompts = append(prompts, r.NegativePrompt)
+	}
+	L := r.MaxSeqLen
+	var ids, mask []int32
+	lens := make([]int, len(prompts))
+	for i, s := range prompts {
+		id, m := p.tok.EncodeForModel(CleanPrompt(s), L)
+		ids, mask = append(ids, id...), append(mask, m...)
+		for _, v := range m {
+			lens[i] += int(v)
+		}
+	}
+	ex := rt.Exec
+	ops := ex.Ops(TextEncoder)
+	h, err := p.text.Encode(ex, ops, ids, mask, len(prompts), L)
+	ex.Done(TextEncoder)
+	if err != nil {
+		return nil, nil, fmt.Errorf("text encoder: %w", err)
+	}
+	all := ops.Download(h)
+	h.Free()
+	if err := ops.Err(); err != nil {
+		return nil, nil, err
+	}
+	d := len(all) / (len(prompts) * L)
+	for i := range prompts {
+		row := all[i*L*d : (i+1)*L*d]
+		clear(row[lens[i]*d:])
+	}
+	pos = all[:L*d]
+	if r.CFG() {
+		neg = all[L*d:]
+	}
+	return pos, neg, nil
+}
+
+// initialLatents are the request's latents or seeded standard-normal noise.
+func (p *Pipeline) initialLatents(r Request) ([]float32, error) {
+	shape := r.LatentShape(p.ZDim())
+	n := tensor.NumElems(shape)
+	if r.Latents != nil {
+		if len(r.Latents) != n {
+			return nil, fmt.Errorf("latents hold %d values; this request needs %v = %d", len(r.Latents), shape, n)
+		}
+		return append([]float32(nil), r.Latents...), nil
+	}
+	rng := rand.New(rand.NewPCG(r.Seed, 0x3a11))
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(rng.NormFloat64())
+	}
+	return out, nil
+}
+
+// denoise runs the sampling loop on host latents.
+func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, out *Output) ([]float32, error) {
+	end := rt.Phase(pipeline.PhaseDenoise)
+	defer end()
+	latents, err := p.initialLatents(r)
+	if err != nil {
+		return nil, err
+	}
+	sched, err := p.scheduler(r.FlowShift)
+	if err != nil {
+		return nil, err
+	}
+	if err := sched.SetTimesteps(r.Steps); err != nil {
+		return nil, err
+	}
+	ex := rt.Exec
+	ops := ex.Ops(Transformer)
+	shape := r.LatentShape(p.ZDim())
+	textDim := len(pos) / r.MaxSeqLen
+	batched := r.CFG() && rt.Plan.Run.CFG != residency.CFGSequential
+	ctxPos := ops.Upload(pos, 1, r.MaxSeqLen, textDim)
+	defer ctxPos.Free()
+	var ctxNeg, ctxBoth *tensor.Tensor
+	if r.CFG() {
+		if batched {
+			ctxBoth = ops.Upload(append(append([]float32(nil), pos...), neg...), 2, r.MaxSeqLen, textDim)
+			defer ctxBoth.Free()
+		} else {
+			ctxNeg = ops.Upload(neg, 1, r.MaxSeqLen, textDim)
+			defer ctxNeg.Free()
+		}
+	}
+	p.transformer.Options.FFNChunk = rt.Plan.Run.FFNChunk
+	g := float32(r.Guidance)
+	ts := sched.Timesteps()
+	for i, t := range ts {
+		if err := rt.Err(); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		var pred []float32
+		switch {
+		case batched:
+			both, err := p.forward(ops, rt, concat(latents, latents), batchShape(shape, 2), []float32{t, t}, ctxBoth)
+			if err != nil {
+				return nil, err
+			}
+			n := len(latents)
+			pred = guide(both[:n], both[n:], g)
+		case r.CFG():
+			cond, err := p.forward(ops, rt, latents, shape, []float32{t}, ctxPos)
+			if err != nil {
+				return nil, err
+			}
+			uncond, err := p.forward(ops, rt, latents, shape, []float32{t}, ctxNeg)
+			if err != nil {
+				return nil, err
+			}
+			pred = guide(cond, uncond, g)
+		default:
+			if pred, err = p.forward(ops, rt, latents, shape, []float32{t}, ctxPos); err != nil {
+				return nil, err
+			}
+		}
+		if err := sched.Step(pred, latents); err != nil {
+			return nil, err
+		}
+		if out.KeepIntermediates {
+			out.StepLatents = append(out.StepLatents, append([]float32(nil), latents...))
+		}
+		rt.Step(time.Since(t0))
+		if p.OnStep != nil {
+			p.OnStep(i+1, len(ts))
+		}
+	}
+	ex.Done(Transformer)
+	return latents, nil
+}
+
+// forward runs the transformer once on host latents.
+func (p *Pipeline) forward(ops *tensor.Ops, rt *pipeline.Runtime, x []float32, shape []int, ts []float32, ctx *tensor.Tensor) ([]float32, error) {
+	in := ops.Upload(x, shape...)
+	v, err := p.transformer.Forward(rt.Exec, ops, in, ts, ctx)
+	in.Free()
+	if err != nil {
+		return nil, fmt.Errorf("transformer: %w", err)
+	}
+	out := ops.Download(v)
+	v.Free()
+	return out, ops.Err()
+}
+
+// guide is noise_uncond + g·(noise_cond − noise_uncond) in float32, each
+// operation rounded as PyTorch rounds it.
+func guide(cond, uncond []float32, g float32) []float32 {
+	out := make([]float32, len(cond))
+	for i := range out {
+		d := float32(cond[i] - uncond[i])
+		m := float32(g * d)
+		out[i] = uncond[i] + m
+	}
+	return out
+}
+
+func concat(a, b []float32) []float32 {
+	return append(append(make([]float32, 0, len(a)+len(b)), a...), b...)
+}
+
+func batchShape(shape []int, b int) []int {
+	s := append([]int(nil), shape...)
+	s[0] = b
+	return s
+}
+
+// decode de-normalises the latents (latents·std + mean per channel, as
+// WanPipeline divides by 1/std), decodes them, and maps [-1, 1] to [0, 1]
+// in [F, H, W, 3] layout.
+func (p *Pipeline) decode(rt *pipeline.Runtime, r Request, latents []float32) ([]float32, error) {
+	end := rt.Phase(pipeline.PhaseVAE)
+	defer end()
+	shape := r.LatentShape(p.ZDim())
+	z := append([]float32(nil), latents...)
+	if err := p.vaeCfg.Denormalize(z, shape); err != nil {
+		return nil, err
+	}
+	ex := rt.Exec
+	ops := ex.Ops(VAE)
+	zt := ops.Upload(z, shape...)
+	video, err := p.vae.Decode(ex, ops, zt)
+	zt.Free()
+	ex.Done(VAE)
+	if err != nil {
+		return nil, fmt.Errorf("vae: %w", err)
+	}
+	v := ops.Download(video)
+	vs := video.Shape()
+	video.Free()
+	if err := ops.Err(); err != nil {
+		return nil, err
+	}
+	return toFrames(v, vs[2], vs[3], vs[4]), nil
+}
+
+// toFrames maps video [1, 3, F, H, W] in [-1, 1] to [F, H, W, 3] in [0, 1]:
+// (v/2 + 0.5) clamped, as diffusers' VideoProcessor does.
+func toFrames(v []float32, f, h, w int) []float32 {
+	out := make([]float32, len(v))
+	plane := f * h * w
+	for c := range 3 {
+		for i := range plane {
+			x := float32(v[c*plane+i]/2) + 0.5
+			out[i*3+c] = min(max(x, 0), 1)
+		}
+	}
+	return out
+}
+
+// ReadLatents reads tensor "latents" (float32) from a safetensors file.
+func ReadLatents(path string) ([]float32, []int, error) {
+	f, err := checkpoint.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	info, ok := f.Lookup("latents")
+	if !ok {
+		return nil, nil, fmt.Errorf("%s has no tensor \"latents\" (want float32 [1, 16, T, H/8, W/8])", filepath.Base(path))
+	}
+	v, err := f.ReadF32(info)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, info.Shape, nil
+}
