@@ -12,11 +12,11 @@ if [ ! -d "$MODEL" ]; then
 	"$BIN" synth --arch wan-tiny --seed 1 --out "$MODEL"
 fi
 mkdir -p "$OUT"
-echo "== generating $OUT/demo.gif with a 48 MiB device budget (transformer streamed, prefetch 1)"
+echo "== generating $OUT/demo.gif with a 64 MiB device budget (transformer streamed, prefetch 1)"
 "$BIN" generate --model "$MODEL" \
 	--prompt "A cat walks on the grass, realistic" \
 	--height 128 --width 128 --frames 9 --steps 8 --seed 42 \
-	--plan stream --device-mem 48MiB --host-mem 1GiB \
+	--plan stream --device-mem 64MiB --host-mem 1GiB \
 	--out "$OUT/demo.gif" --report "$OUT/demo-report.json" --trace "$OUT/demo-trace.json"
 echo "== report: $OUT/demo-report.json, Chrome trace: $OUT/demo-trace.json (open in ui.perfetto.dev)"
 echo "   the weights are random: the clip is noise-like by design; see README for a real Wan 2.1 folder"
