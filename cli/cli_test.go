@@ -150,3 +150,34 @@ func latentsFile(t *testing.T, shape ...int) string {
 	}
 	return p
 }
+
+// TestInterrupt: a cancelled run (Ctrl-C) exits 130 and writes nothing.
+func TestInterrupt(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"generate", "--model", synthModel(t, "synthetic"), "--prompt", "x", "--height", "16", "--width", "16",
+		"--out", filepath.Join(dir, "a.png"), "--report", filepath.Join(dir, "r.json")}, &out, &errb)
+	if code != ExitInterrupt {
+		t.Errorf("exit %d, want %d; stderr %q", code, ExitInterrupt, errb.String())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("interrupted run left %d files", len(entries))
+	}
+}
+
+func TestInspect(t *testing.T) {
+	code, out, stderr := ferry(t, "inspect", "--model", synthModel(t, "wan-tiny"))
+	if code != 0 || !strings.Contains(out, "complete") || !strings.Contains(out, "largest block") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	code, out, _ = ferry(t, "inspect", "--model", "wan2.1-t2v-14b", "--json")
+	if code != 0 || !strings.Contains(out, `"largest_block"`) {
+		t.Errorf("builtin inspect: exit %d, %q", code, out)
+	}
+	code, _, stderr = ferry(t, "inspect", "--model", "no-such-model")
+	if code != ExitUsage || !strings.Contains(stderr, "not a built-in architecture") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}

@@ -1,0 +1,95 @@
+package inspect
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ferry/dtype"
+	"ferry/synth"
+)
+
+func TestFolderComplete(t *testing.T) {
+	m, err := Folder(filepath.Join("..", "pipeline", "wan", "testdata", "wan_pipeline", "pipeline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Complete {
+		t.Fatalf("golden folder reported incomplete: %+v", m.Components)
+	}
+	var total int64
+	for _, c := range m.Components {
+		if len(c.Unexpected) > 0 {
+			t.Errorf("%s: unexpected %v", c.Name, c.Unexpected)
+		}
+		total += c.Params
+	}
+	if total == 0 || m.LargestBlock == "" {
+		t.Errorf("no params (%d) or largest block (%q)", total, m.LargestBlock)
+	}
+	var out bytes.Buffer
+	m.WriteText(&out)
+	for _, want := range []string{"WanTransformer3DModel", "UMT5EncoderModel", "AutoencoderKLWan", "complete", "read by row"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestFolderFindsFaults drops one tensor from a synthesised transformer
+// and renames another: inspect reports both.
+func TestFolderFindsFaults(t *testing.T) {
+	arch, err := synth.Lookup("wan-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "m")
+	for i, c := range arch.Components {
+		if c.Name == "transformer" {
+			ps := append([]string(nil), c.Params[0].Name, c.Params[1].Name)
+			arch.Components[i].Params = c.Params[2:]
+			arch.Components[i].Params = append(arch.Components[i].Params, c.Params[1])
+			arch.Components[i].Params[len(arch.Components[i].Params)-1].Name = "stray.weight"
+			t.Logf("dropped %v", ps)
+		}
+	}
+	if err := synth.Write(dir, arch, synth.Options{DType: dtype.BF16}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Folder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Complete {
+		t.Fatal("incomplete folder reported complete")
+	}
+	for _, c := range m.Components {
+		if c.Name != "transformer" {
+			continue
+		}
+		if len(c.Missing) != 2 || len(c.Unexpected) != 1 || c.Unexpected[0] != "stray.weight" {
+			t.Errorf("missing %v, unexpected %v", c.Missing, c.Unexpected)
+		}
+	}
+}
+
+func TestBuiltin(t *testing.T) {
+	m, err := Builtin("wan2.1-t2v-14b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var transformer int64
+	for _, c := range m.Components {
+		if c.Name == "transformer" {
+			transformer = c.Params
+		}
+	}
+	// Wan2.1-T2V-14B's transformer has 14.29 billion parameters.
+	if transformer < 14.0e9 || transformer > 14.5e9 {
+		t.Errorf("14B transformer has %d params", transformer)
+	}
+	if !strings.HasPrefix(m.LargestBlock, "transformer.blocks.") && !strings.HasPrefix(m.LargestBlock, "text_encoder.block.") {
+		t.Errorf("largest block %s", m.LargestBlock)
+	}
+}
