@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+
 	"ferry/checkpoint"
 	model "ferry/model/synthetic"
 	"ferry/pipeline"
@@ -13,6 +15,7 @@ func init() { families["SyntheticPipeline"] = newSyntheticJob }
 type syntheticJob struct {
 	folder *checkpoint.Folder
 	req    synthetic.Request
+	onStep func(done, total int)
 }
 
 func newSyntheticJob(f *checkpoint.Folder, g *genFlags) (job, error) {
@@ -59,5 +62,12 @@ func (j *syntheticJob) Run(rt *pipeline.Runtime) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.OnStep = j.onStep
 	return p.Generate(rt, j.req)
 }
+
+func (j *syntheticJob) Title() string {
+	return fmt.Sprintf("synthetic %dx%d, %d steps", j.req.Width, j.req.Height, j.req.Steps)
+}
+
+func (j *syntheticJob) SetProgress(onStep, _ func(done, total int)) { j.onStep = onStep }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"ferry/checkpoint"
@@ -13,8 +14,9 @@ func init() { families["WanPipeline"] = newWanJob }
 
 // wanJob is a Wan 2.1 text-to-video request on a folder.
 type wanJob struct {
-	p   *wan.Pipeline
-	req wan.Request
+	p    *wan.Pipeline
+	req  wan.Request
+	name string
 }
 
 func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
@@ -48,7 +50,7 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 	if err := r.Check(); err != nil {
 		return nil, asUser(err)
 	}
-	return &wanJob{p: p, req: r}, nil
+	return &wanJob{p: p, req: r, name: filepath.Base(filepath.Clean(f.Dir))}, nil
 }
 
 func (j *wanJob) Components() []string { return slices.Clone(wan.Components) }
@@ -66,4 +68,12 @@ func (j *wanJob) Run(rt *pipeline.Runtime) ([]float32, error) {
 		return nil, err
 	}
 	return out.Video, nil
+}
+
+func (j *wanJob) Title() string {
+	return fmt.Sprintf("%s %dx%d, %d frames, %d steps", j.name, j.req.Width, j.req.Height, j.req.Frames, j.req.Steps)
+}
+
+func (j *wanJob) SetProgress(onStep, onFrame func(done, total int)) {
+	j.p.OnStep, j.p.OnFrame = onStep, onFrame
 }

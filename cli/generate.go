@@ -4,10 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
+	"ferry/chart"
 	"ferry/checkpoint"
 	"ferry/media"
 	"ferry/pipeline"
@@ -72,6 +72,10 @@ type job interface {
 	Run(rt *pipeline.Runtime) ([]float32, error)
 	// Request is the resolved request, as the report records it.
 	Request() any
+	// Title names model and shape for people ("wan-tiny 128x128, 9 frames").
+	Title() string
+	// SetProgress wires the denoising-step and decoded-frame callbacks.
+	SetProgress(onStep, onFrame func(done, total int))
 }
 
 // families build a job for a folder's pipeline class.
@@ -111,48 +115,16 @@ func runGenerate(e *env, args []string) error {
 			return err
 		}
 	}
+	if g.chart != "" {
+		if _, err := chart.FormatFromPath(g.chart); err != nil {
+			return asUser(err)
+		}
+	}
 	plan, err := choosePlan(&g, j)
 	if err != nil {
 		return err
 	}
 	return execute(e, &g, j, plan)
-}
-
-// execute runs a job under its budgets and writes the outputs.
-func execute(e *env, g *genFlags, j job, plan *residency.Plan) error {
-	budget := pipeline.Budget{DeviceBytes: g.deviceMem.bytes, HostBytes: g.hostMem.bytes}
-	rt, err := pipeline.NewRuntime(budget, plan, pipeline.Options{Context: e.ctx})
-	if err != nil {
-		return err
-	}
-	pix, runErr := j.Run(rt)
-	measured := rt.Measure()
-	rt.Close()
-	if runErr != nil {
-		return classify(runErr)
-	}
-	if err := rt.CheckReleased(); err != nil {
-		return err
-	}
-	f, h, w := j.Shape()
-	if err := media.Write(g.out, pix, f, h, w, g.fps); err != nil {
-		return err
-	}
-	rep := pipeline.Report{Model: g.model, Request: j.Request(), Plan: plan, Budget: budget, Measured: measured}
-	if g.report != "" {
-		if err := pipeline.WriteJSON(g.report, rep); err != nil {
-			return err
-		}
-	}
-	if g.trace != "" {
-		if err := writeTrace(g.trace, rt); err != nil {
-			return err
-		}
-	}
-	if !g.quiet {
-		summarize(e.stderr, g, rep)
-	}
-	return nil
 }
 
 // classify turns budget failures into user errors: the fix is a bigger
@@ -207,27 +179,6 @@ func checkWritable(path string) error {
 		return userf("cannot write %s: folder %s does not exist", path, dir)
 	}
 	return nil
-}
-
-func writeTrace(path string, rt *pipeline.Runtime) error {
-	return pipeline.WriteFileAtomicFunc(path, func(w io.Writer) error { return rt.Trace.WriteChrome(w) })
-}
-
-func summarize(w io.Writer, g *genFlags, r pipeline.Report) {
-	m := r.Measured
-	fmt.Fprintf(w, "plan %s: peak device %s (budget %s), peak host %s (budget %s), peak RSS %s\n",
-		r.Plan.Name, tensor.FormatBytes(m.PeakDeviceBytes), budgetString(r.Budget.DeviceBytes),
-		tensor.FormatBytes(m.PeakHostBytes), budgetString(r.Budget.HostBytes), tensor.FormatBytes(m.PeakRSSBytes))
-	fmt.Fprintf(w, "time %.2fs: text %.2fs, denoise %.2fs (%d steps), vae %.2fs; copies %.2fs, compute waited %.2fs for copies\n",
-		m.TotalS, m.TextEncoderS, m.DenoiseS, len(m.StepS), m.VAES, m.CopyS, m.CopyWaitS)
-	fmt.Fprintf(w, "wrote %s\n", g.out)
-}
-
-func budgetString(b int64) string {
-	if b <= 0 {
-		return "unlimited"
-	}
-	return tensor.FormatBytes(b)
 }
 
 // choosePlan resolves --plan; without one every component is resident.

@@ -33,10 +33,11 @@ type Runtime struct {
 	Exec        *residency.Executor
 	Trace       *trace.Recorder
 
-	ctx    context.Context
-	start  time.Time
-	phases map[string]time.Duration
-	steps  []time.Duration
+	ctx     context.Context
+	stopRSS func()
+	start   time.Time
+	phases  map[string]time.Duration
+	steps   []time.Duration
 }
 
 // Options tune a runtime beyond the budget and plan.
@@ -45,6 +46,10 @@ type Options struct {
 	Gemm gemm.Impl
 	// Context cancels a run between blocks (Ctrl-C); nil never cancels.
 	Context context.Context
+	// OnBlock is called after every block computes (progress).
+	OnBlock func(component, block string)
+	// RSSEvery samples the process RSS into the trace this often (0: 100ms).
+	RSSEvery time.Duration
 }
 
 // NewRuntime builds devices under the budget and an executor for the plan.
@@ -72,12 +77,18 @@ func NewRuntime(b Budget, plan *residency.Plan, opt Options) (*Runtime, error) {
 	rt.Host.Observe(counter(rt.Trace, "host"))
 	rt.Backend = cpu.New(rt.Device, g)
 	rt.HostBackend = cpu.New(rt.Host, g)
-	ex, err := residency.New(residency.Config{Backend: rt.Backend, HostBackend: rt.HostBackend, Plan: plan, Trace: rt.Trace, Context: rt.ctx})
+	ex, err := residency.New(residency.Config{Backend: rt.Backend, HostBackend: rt.HostBackend, Plan: plan, Trace: rt.Trace, Context: rt.ctx, OnBlock: opt.OnBlock})
 	if err != nil {
 		return nil, err
 	}
 	rt.Exec = ex
 	resetPeakRSS()
+	every := opt.RSSEvery
+	if every <= 0 {
+		every = 100 * time.Millisecond
+	}
+	rt.Trace.SetResolution(trace.CounterRSS, 1<<20)
+	rt.stopRSS = rt.Trace.SampleRSS(every)
 	rt.start = time.Now()
 	return rt, nil
 }
@@ -102,11 +113,23 @@ func (rt *Runtime) Phase(name string) func() {
 	}
 }
 
-// Step records one denoising step's duration.
-func (rt *Runtime) Step(d time.Duration) { rt.steps = append(rt.steps, d) }
+// Step starts timing denoising step i (from 0); call the result to end
+// it. The step shows in the trace as a phase span and in the report.
+func (rt *Runtime) Step(i int) func() {
+	t0 := time.Now()
+	end := rt.Trace.Begin(trace.Phase, trace.TrackPhase, fmt.Sprintf("denoise step %d", i+1), 0)
+	return func() {
+		end()
+		rt.steps = append(rt.steps, time.Since(t0))
+	}
+}
 
 // Close releases the executor and every byte of the devices.
 func (rt *Runtime) Close() {
+	if rt.stopRSS != nil {
+		rt.stopRSS()
+		rt.stopRSS = nil
+	}
 	rt.Exec.Close()
 	rt.Device.EmptyCache()
 	rt.Host.EmptyCache()

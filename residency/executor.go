@@ -88,6 +88,9 @@ type Config struct {
 	// Context, when set, stops a run at the next block once it is
 	// cancelled (Ctrl-C): Run returns its error without running the block.
 	Context context.Context
+	// OnBlock, when set, is called after each block's compute with the
+	// component and block names (progress reporting).
+	OnBlock func(component, block string)
 }
 
 // Stats are the executor's measurements.
@@ -273,6 +276,16 @@ func (e *Executor) Ops(component string) *tensor.Ops {
 	return tensor.NewOps(e.cfg.Backend)
 }
 
+// Blocks is the number of blocks a registered component declares.
+func (e *Executor) Blocks(component string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cs, ok := e.comps[component]; ok {
+		return len(cs.Blocks)
+	}
+	return 0
+}
+
 // Placement reports the plan for a registered component.
 func (e *Executor) Placement(component string) ComponentPlan { return e.cfg.Plan.For(component) }
 
@@ -322,6 +335,9 @@ func (e *Executor) Run(b *Block, fn func() error) error {
 	end := e.cfg.Trace.Begin(trace.Compute, trace.TrackCompute, b.Name, 0)
 	err := fn()
 	end()
+	if e.cfg.OnBlock != nil && err == nil {
+		e.cfg.OnBlock(cs.Name, b.Name)
+	}
 
 	e.mu.Lock()
 	unbind(b)

@@ -34,6 +34,16 @@ const (
 	TrackPhase   = "phase"
 )
 
+// Counter names the runtime records (pipeline feeds the device and host
+// allocators' stats into these; SampleRSS feeds CounterRSS).
+const (
+	CounterDeviceAllocated = "device allocated"
+	CounterDeviceReserved  = "device reserved"
+	CounterHostAllocated   = "host allocated"
+	CounterHostReserved    = "host reserved"
+	CounterRSS             = "rss"
+)
+
 // Span is a closed interval on a track.
 type Span struct {
 	Kind  Kind
@@ -63,11 +73,19 @@ type Recorder struct {
 	samples  []Sample
 	last     map[string]int64
 	minDelta map[string]int64
+	peak     map[string]int64
+	meta     map[string]string
 }
 
 // New starts a recorder; times are relative to now.
 func New() *Recorder {
-	return &Recorder{start: time.Now(), last: map[string]int64{}, minDelta: map[string]int64{}}
+	return &Recorder{
+		start:    time.Now(),
+		last:     map[string]int64{},
+		minDelta: map[string]int64{},
+		peak:     map[string]int64{},
+		meta:     map[string]string{},
+	}
 }
 
 // Now is the time since the recorder started.
@@ -119,6 +137,9 @@ func (r *Recorder) Count(name string, v int64) {
 	at := r.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if p, ok := r.peak[name]; !ok || v > p {
+		r.peak[name] = v
+	}
 	last, seen := r.last[name]
 	if seen {
 		d := v - last
@@ -131,6 +152,43 @@ func (r *Recorder) Count(name string, v int64) {
 	}
 	r.last[name] = v
 	r.samples = append(r.samples, Sample{Name: name, At: at, Value: v})
+}
+
+// Peak is the largest value counter name ever had, exact even when
+// SetResolution dropped samples; ok is false for a counter never recorded.
+func (r *Recorder) Peak(name string) (v int64, ok bool) {
+	if r == nil {
+		return 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok = r.peak[name]
+	return v, ok
+}
+
+// Annotate attaches a key/value pair to the run (model, shape, plan); the
+// Chrome trace carries them as metadata.
+func (r *Recorder) Annotate(key, value string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.meta[key] = value
+	r.mu.Unlock()
+}
+
+// Annotations returns a copy of the key/value pairs set with Annotate.
+func (r *Recorder) Annotations() map[string]string {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]string, len(r.meta))
+	for k, v := range r.meta {
+		out[k] = v
+	}
+	return out
 }
 
 // Spans returns a copy of the spans sorted by start time.
@@ -175,4 +233,25 @@ func (r *Recorder) BytesCopied() int64 {
 		}
 	}
 	return n
+}
+
+// PeakIn is the largest value counter name had in [from, to], counting the
+// value in effect at from. It is built from the kept samples, so it is exact
+// to the counter's resolution (see SetResolution); ok is false when the
+// counter has no value in the window. Use it for per-phase peaks (the
+// denoise phase's device peak is the denoiser's).
+func (r *Recorder) PeakIn(name string, from, to time.Duration) (peak int64, ok bool) {
+	for _, s := range r.Samples() {
+		if s.Name != name || s.At > to {
+			continue
+		}
+		if s.At <= from {
+			peak, ok = s.Value, true // the latest value before the window
+			continue
+		}
+		if !ok || s.Value > peak {
+			peak, ok = s.Value, true
+		}
+	}
+	return peak, ok
 }

@@ -7,7 +7,6 @@ package synthetic
 import (
 	"fmt"
 	"math/rand/v2"
-	"time"
 
 	"ferry/checkpoint"
 	model "ferry/model/synthetic"
@@ -33,6 +32,9 @@ type Pipeline struct {
 	denoiser  *model.DenoiserModel
 	decoder   *model.DecoderModel
 	scheduler sampler.Scheduler
+
+	// OnStep, when set, is called after every denoising step.
+	OnStep func(done, total int)
 }
 
 // Load reads the configs of a synthetic folder and declares its components
@@ -158,8 +160,9 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, ctx *tensor.Tensor, r Request, 
 	if err := p.scheduler.SetTimesteps(r.Steps); err != nil {
 		return nil, err
 	}
-	for _, t := range p.scheduler.Timesteps() {
-		t0 := time.Now()
+	ts := p.scheduler.Timesteps()
+	for i, t := range ts {
+		endStep := rt.Step(i)
 		x := ops.Upload(latents, 1, h*w, n/(h*w))
 		v, err := p.denoiser.Forward(ex, ops, x, t/1000, ctx)
 		x.Free()
@@ -174,7 +177,10 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, ctx *tensor.Tensor, r Request, 
 		if err := p.scheduler.Step(out, latents); err != nil {
 			return nil, err
 		}
-		rt.Step(time.Since(t0))
+		endStep()
+		if p.OnStep != nil {
+			p.OnStep(i+1, len(ts))
+		}
 	}
 	ex.Done(model.Denoiser)
 	return latents, nil

@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"time"
 
 	"ferry/checkpoint"
 	"ferry/model/umt5"
@@ -44,8 +43,8 @@ type Pipeline struct {
 	vaeCfg      wanvae.Config
 	schedRaw    []byte
 
-	// Hooks, all optional: progress per phase.
-	OnText  func(done, total int)
+	// Hooks, both optional: progress of the denoising steps and of the
+	// VAE's latent frames (tiles included).
 	OnStep  func(done, total int)
 	OnFrame func(done, total int)
 }
@@ -296,7 +295,7 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, 
 		if err := rt.Err(); err != nil {
 			return nil, err
 		}
-		t0 := time.Now()
+		endStep := rt.Step(i)
 		var pred []float32
 		switch {
 		case batched:
@@ -327,7 +326,7 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, 
 		if out.KeepIntermediates {
 			out.StepLatents = append(out.StepLatents, append([]float32(nil), latents...))
 		}
-		rt.Step(time.Since(t0))
+		endStep()
 		if p.OnStep != nil {
 			p.OnStep(i+1, len(ts))
 		}
@@ -384,6 +383,8 @@ func (p *Pipeline) decode(rt *pipeline.Runtime, r Request, latents []float32) ([
 	}
 	ex := rt.Exec
 	ops := ex.Ops(VAE)
+	p.vae.Options.Tiling = wanvae.SquareTiling(rt.Plan.Run.VAETile, rt.Plan.Run.VAEStride)
+	p.vae.Options.OnFrame = p.OnFrame
 	zt := ops.Upload(z, shape...)
 	video, err := p.vae.Decode(ex, ops, zt)
 	zt.Free()

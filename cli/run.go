@@ -1,0 +1,196 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"time"
+
+	"ferry/chart"
+	"ferry/media"
+	"ferry/pipeline"
+	"ferry/progress"
+	"ferry/residency"
+	"ferry/trace"
+)
+
+// execute runs a job under its budgets, shows progress, and writes the
+// outputs: the video, then the report, trace and chart. Nothing is
+// written when the run fails.
+func execute(e *env, g *genFlags, j job, plan *residency.Plan) error {
+	mode := progress.Auto
+	if g.quiet {
+		mode = progress.Quiet
+	}
+	prog := progress.New(e.stderr, mode)
+	defer prog.Close()
+	bars := newBars(prog)
+	j.SetProgress(bars.step, bars.frame)
+
+	budget := pipeline.Budget{DeviceBytes: g.deviceMem.bytes, HostBytes: g.hostMem.bytes}
+	var rt *pipeline.Runtime
+	rt, err := pipeline.NewRuntime(budget, plan, pipeline.Options{Context: e.ctx,
+		OnBlock: func(comp, _ string) { bars.block(rt, comp) }})
+	if err != nil {
+		return err
+	}
+	pix, runErr := j.Run(rt)
+	bars.done()
+	measured := rt.Measure()
+	rt.Close()
+	if runErr != nil {
+		return classify(runErr)
+	}
+	if err := rt.CheckReleased(); err != nil {
+		return err
+	}
+	f, h, w := j.Shape()
+	if err := media.Write(g.out, pix, f, h, w, g.fps); err != nil {
+		return err
+	}
+	rep := pipeline.Report{Model: g.model, Request: j.Request(), Plan: plan, Budget: budget, Measured: measured}
+	outputs := []string{g.out}
+	if g.report != "" {
+		if err := pipeline.WriteJSON(g.report, rep); err != nil {
+			return err
+		}
+		outputs = append(outputs, g.report)
+	}
+	if g.trace != "" {
+		if err := pipeline.WriteFileAtomicFunc(g.trace, rt.Trace.WriteChrome); err != nil {
+			return err
+		}
+		outputs = append(outputs, g.trace)
+	}
+	if g.chart != "" {
+		if err := writeChart(g.chart, rt, j, plan, budget, rep); err != nil {
+			return err
+		}
+		outputs = append(outputs, g.chart)
+	}
+	if !g.quiet {
+		prog.Close()
+		summary(rt, j, plan, rep, outputs).Write(e.stderr)
+	}
+	return nil
+}
+
+// bars turns pipeline events into one progress bar per phase.
+type bars struct {
+	p                *progress.Progress
+	text, steps, vae *progress.Bar
+}
+
+func newBars(p *progress.Progress) *bars { return &bars{p: p} }
+
+// block counts the text encoder's layers and opens each phase's bar when
+// its first block has run, so rates count from the phase's start.
+func (b *bars) block(rt *pipeline.Runtime, comp string) {
+	switch comp {
+	case "text_encoder":
+		if b.text == nil {
+			b.text = b.p.Phase("text encoder", rt.Exec.Blocks(comp), "layers")
+		}
+		b.text.Add(1)
+	case "transformer":
+		if b.steps == nil {
+			b.text.Done()
+			b.steps = b.p.Phase("denoise", 0, "steps")
+		}
+	case "vae":
+		if b.vae == nil {
+			b.steps.Done()
+			b.vae = b.p.Phase("vae decode", 0, "frames")
+		}
+	}
+}
+
+func (b *bars) step(done, total int) {
+	b.steps.SetTotal(total)
+	b.steps.Set(done)
+}
+
+func (b *bars) frame(done, total int) {
+	b.vae.SetTotal(total)
+	b.vae.Set(done)
+}
+
+func (b *bars) done() {
+	for _, bar := range []*progress.Bar{b.text, b.steps, b.vae} {
+		if bar != nil {
+			bar.Done()
+		}
+	}
+}
+
+// phaseOf maps a component to the pipeline phase it runs in.
+var phaseOf = map[string]string{"text_encoder": pipeline.PhaseText, "transformer": pipeline.PhaseDenoise, "vae": pipeline.PhaseVAE}
+
+// phaseWindow finds a phase's span in the trace.
+func phaseWindow(rec *trace.Recorder, name string) (trace.Span, bool) {
+	for _, s := range rec.Spans() {
+		if s.Kind == trace.Phase && s.Name == name {
+			return s, true
+		}
+	}
+	return trace.Span{}, false
+}
+
+func summary(rt *pipeline.Runtime, j job, plan *residency.Plan, rep pipeline.Report, outputs []string) progress.Summary {
+	m := rep.Measured
+	s := progress.Summary{Title: j.Title(), Plan: plan.Name, Outputs: outputs,
+		Total: secs(m.TotalS), CopyWait: secs(m.CopyWaitS), CopyTime: secs(m.CopyS), BytesCopied: m.BytesCopied}
+	for _, c := range j.Components() {
+		cp := plan.For(c)
+		stat := progress.ComponentStat{Name: c, Placement: placementText(cp), Budget: rep.Budget.DeviceBytes}
+		if win, ok := phaseWindow(rt.Trace, phaseOf[c]); ok {
+			stat.Peak, _ = rt.Trace.PeakIn(trace.CounterDeviceAllocated, win.Start, win.End())
+			stat.Time = win.Dur
+		}
+		s.Components = append(s.Components, stat)
+	}
+	s.Memory = []progress.MemoryStat{
+		{Name: "device", Peak: m.PeakDeviceBytes, Budget: rep.Budget.DeviceBytes},
+		{Name: "host", Peak: m.PeakHostBytes, Budget: rep.Budget.HostBytes},
+		{Name: "RSS", Peak: m.PeakRSSBytes},
+	}
+	s.Phases = []progress.PhaseStat{
+		{Name: "text encoder", Time: secs(m.TextEncoderS)},
+		{Name: "denoise", Time: secs(m.DenoiseS), Units: len(m.StepS), Unit: "steps"},
+		{Name: "vae", Time: secs(m.VAES)},
+	}
+	return s
+}
+
+func placementText(c residency.ComponentPlan) string {
+	s := string(c.Placement)
+	if c.Placement == residency.Stream {
+		s += fmt.Sprintf(" k=%d", c.Prefetch)
+		if c.Persistent > 0 {
+			s += fmt.Sprintf(" n=%d", c.Persistent)
+		}
+	}
+	if c.Placement == residency.Stream || c.Placement == residency.Onload {
+		s += " from " + string(c.Tier)
+	}
+	return s
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func writeChart(path string, rt *pipeline.Runtime, j job, plan *residency.Plan, b pipeline.Budget, rep pipeline.Report) error {
+	format, err := chart.FormatFromPath(path)
+	if err != nil {
+		return asUser(err)
+	}
+	info := chart.Info{Title: j.Title(), Subtitle: "plan " + plan.Name, DeviceBudget: b.DeviceBytes, HostBudget: b.HostBytes}
+	data := chart.FromRecorder(rt.Trace, info)
+	return pipeline.WriteFileAtomicFunc(path, func(w io.Writer) error {
+		var buf bytes.Buffer
+		if err := chart.Render(&buf, data, format); err != nil {
+			return err
+		}
+		_, err := w.Write(buf.Bytes())
+		return err
+	})
+}
