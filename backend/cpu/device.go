@@ -10,9 +10,13 @@ import (
 )
 
 // Allocation sizes and segment sizes, in the spirit of PyTorch's caching
-// allocator: small requests share 2 MiB segments, large ones get segments
-// of their own rounded to 2 MiB, and freed blocks are cached for reuse
-// (fresh memory costs ~10 µs per 4 KiB page on first touch here).
+// allocator: small requests share 2 MiB segments; a large request gets a
+// segment of its own, rounded up to its size class (at most 1/8 more), that
+// is never split, and freed blocks are cached for reuse (fresh memory costs
+// ~10 µs per 4 KiB page on first touch here). Because a large segment only
+// ever holds one block, a free large block is an empty segment that can be
+// given back when the capacity is reached: under a hard budget the cache
+// cannot fragment into pieces too small for the next large tensor.
 const (
 	align        = 512
 	smallLimit   = 1 << 20
@@ -44,10 +48,11 @@ type AllocEvent struct {
 }
 
 type segment struct {
-	mem  []byte
-	base uintptr
-	size int64
-	used int64 // bytes held by allocated blocks
+	mem   []byte
+	base  uintptr
+	size  int64
+	used  int64 // bytes held by allocated blocks
+	large bool  // one block, never split
 }
 
 // block is a span inside a segment; neighbours are linked for coalescing.
@@ -127,8 +132,9 @@ func (d *Device) allocLocked(size int64) (*block, error) {
 		return d.use(b, size), nil
 	}
 	seg := segmentRound
-	if size >= smallLimit {
-		seg = int(roundUp(size, segmentRound))
+	large := size >= smallLimit
+	if large {
+		seg = int(sizeClass(size))
 	}
 	if !d.fits(int64(seg)) {
 		d.releaseEmpty()
@@ -143,8 +149,20 @@ func (d *Device) allocLocked(size int64) (*block, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.large = large
 	b := &block{seg: s, size: s.size}
 	return d.use(b, size), nil
+}
+
+// sizeClass rounds a large request up to a multiple of 1/8 of its power of
+// two (at least 64 KiB), so that tensors of nearly equal size share cached
+// segments while the rounding wastes at most 1/8.
+func sizeClass(size int64) int64 {
+	step := int64(64 << 10)
+	for p := int64(1); p <= size; p <<= 1 {
+		step = max(step, p/8)
+	}
+	return roundUp(size, step)
 }
 
 func (d *Device) fits(n int64) bool {
@@ -153,7 +171,7 @@ func (d *Device) fits(n int64) bool {
 
 // use marks b allocated, splitting off the tail when it is worth keeping.
 func (d *Device) use(b *block, size int64) *block {
-	if rest := b.size - size; rest >= align && (size < smallLimit || rest >= smallLimit/2) {
+	if rest := b.size - size; !b.seg.large && rest >= align {
 		tail := &block{seg: b.seg, off: b.off + size, size: rest, prev: b, next: b.next}
 		if b.next != nil {
 			b.next.prev = tail
@@ -217,18 +235,22 @@ func (d *Device) notify(alloc bool, tag string, n int64) {
 	}
 }
 
-// takeFree removes and returns the smallest cached block of at least size
-// bytes; small requests never take from large segments' blocks and vice versa
-// would fragment, so large requests only take blocks >= smallLimit.
+// takeFree removes and returns a cached block for size bytes: for a small
+// request the smallest free span of a small segment that holds it, for a
+// large one a cached segment of exactly its size class.
 func (d *Device) takeFree(size int64) *block {
-	i := sort.Search(len(d.free), func(i int) bool { return d.free[i].size >= size })
+	large := size >= smallLimit
+	want := size
+	if large {
+		want = sizeClass(size)
+	}
+	i := sort.Search(len(d.free), func(i int) bool { return d.free[i].size >= want })
 	for ; i < len(d.free); i++ {
 		b := d.free[i]
-		small := b.seg.size == segmentRound && size < smallLimit
-		if size < smallLimit && !small {
-			continue // keep large segments for large tensors
-		}
-		if size >= smallLimit && b.seg.size == segmentRound && size+smallLimit/2 < b.size {
+		if b.seg.large != large || (large && b.size != want) {
+			if large && b.size > want {
+				break // sorted by size: no exact class left
+			}
 			continue
 		}
 		d.free = append(d.free[:i], d.free[i+1:]...)
