@@ -17,8 +17,9 @@ import (
 //
 // The decoder runs one latent frame at a time; between frames every causal
 // conv keeps the last two frames of its input (for the real Wan 2.1 VAE at
-// 480×832 that is about 2.6 GB of kept frames, most of it the full-size
-// layers). Each frame's output is written straight into the result.
+// 480×832 that is about 3.5 GiB of kept frames, 2.1 GiB of it at full
+// size; tiling bounds it by the tile). Each frame's output is written
+// straight into the result.
 func (m *Model) Decode(r residency.Runner, ops *tensor.Ops, z *tensor.Tensor) (*tensor.Tensor, error) {
 	if err := m.checkDecode(ops, z); err != nil {
 		return nil, err
@@ -46,6 +47,9 @@ func (m *Model) Decode(r residency.Runner, ops *tensor.Ops, z *tensor.Tensor) (*
 func (m *Model) checkDecode(ops *tensor.Ops, z *tensor.Tensor) error {
 	if m.dec == nil {
 		return errors.New("wanvae: the decoder must be declared (Component or DecoderComponent) and registered before Decode")
+	}
+	if m.srcErr != nil {
+		return m.srcErr
 	}
 	if err := ops.Err(); err != nil {
 		return fmt.Errorf("wanvae: ops already failed: %w", err)
@@ -106,9 +110,7 @@ func (m *Model) decodeFrame(r residency.Runner, p *pass, x *tensor.Tensor) (*ten
 	err := step(d.in, func(x *tensor.Tensor) *tensor.Tensor {
 		y := p.pointwise(x, m.decIn.PostQuant)
 		x.Free()
-		z := p.causalConv(y, m.decIn.Conv)
-		y.Free()
-		return z
+		return p.causalConv(y, m.decIn.Conv)
 	})
 	if err == nil {
 		err = step(d.mid, func(x *tensor.Tensor) *tensor.Tensor { return p.mid(x, &m.decMid) })

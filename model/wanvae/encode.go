@@ -36,6 +36,9 @@ func (m *Model) checkEncode(ops *tensor.Ops, video *tensor.Tensor) error {
 	if m.enc == nil {
 		return errors.New("wanvae: the encoder must be declared (Component or EncoderComponent) and registered before Encode")
 	}
+	if m.srcErr != nil {
+		return m.srcErr
+	}
 	if err := ops.Err(); err != nil {
 		return fmt.Errorf("wanvae: ops already failed: %w", err)
 	}
@@ -106,11 +109,7 @@ func (m *Model) encodeChunk(r residency.Runner, p *pass, x *tensor.Tensor) (*ten
 	step := func(b *residency.Block, f func(*tensor.Tensor) *tensor.Tensor) error {
 		return p.run(r, b, func() { x = f(x) })
 	}
-	err := step(e.in, func(x *tensor.Tensor) *tensor.Tensor {
-		y := p.causalConv(x, m.encIn.Conv)
-		x.Free()
-		return y
-	})
+	err := step(e.in, func(x *tensor.Tensor) *tensor.Tensor { return p.causalConv(x, m.encIn.Conv) })
 	for k, l := range m.encDown {
 		if err != nil {
 			break

@@ -130,8 +130,17 @@ func TestEncodeMatchesGolden(t *testing.T) {
 			video, vs := tensorOf(t, g.inputs, "video")
 			r := newRig(t, impl, nil)
 			m := r.model(t, g.cfg, residency.SourceOf(g.weights))
-			before := r.dev.Stats().Allocated
+			chunks := 0
+			m.Options.OnFrame = func(done, total int) {
+				chunks++
+				if done != chunks || total != 3 {
+					t.Errorf("OnFrame(%d, %d), want (%d, 3)", done, total, chunks)
+				}
+			}
 			mean, logvar, std, shape := r.encode(t, m, video, vs)
+			if chunks != 3 { // frames 0, 1-4, 5-8
+				t.Errorf("OnFrame called %d times, want 3", chunks)
+			}
 			for _, tc := range []struct {
 				name string
 				got  []float32
@@ -143,8 +152,16 @@ func TestEncodeMatchesGolden(t *testing.T) {
 				worst := compare(t, tc.name, tc.got, want, atol, rtol)
 				t.Logf("%s: max abs error %.3g (golden absmax %.3g)", tc.name, worst, absMax(want))
 			}
-			if after := r.dev.Stats().Allocated; after < before {
+			// The weights are resident now: a second Encode must leave the
+			// device as it found it and repeat itself exactly.
+			m.Options.OnFrame = nil
+			before := r.dev.Stats().Allocated
+			again, _, _, _ := r.encode(t, m, video, vs)
+			if after := r.dev.Stats().Allocated; after != before {
 				t.Errorf("device allocated %d bytes before Encode, %d after", before, after)
+			}
+			if !slices.Equal(mean, again) {
+				t.Error("a second Encode gave a different mean")
 			}
 		})
 	}
@@ -212,4 +229,24 @@ func maxDiff(a, b []float32) float64 {
 		d = max(d, float64(a[i]-b[i]), float64(b[i]-a[i]))
 	}
 	return d
+}
+
+// TestDecodeBatch decodes two different latents as one batch: each half
+// must match its own decode.
+func TestDecodeBatch(t *testing.T) {
+	g := loadGolden(t)
+	z, zs := tensorOf(t, g.inputs, "z")
+	other := randn(3, len(z))
+	r := newRig(t, nil, nil)
+	m := r.model(t, g.cfg, residency.SourceOf(g.weights))
+	first, _ := r.decode(t, m, z, zs)
+	second, _ := r.decode(t, m, other, zs)
+	batch := append(append([]float32(nil), z...), other...)
+	bs := append([]int{2}, zs[1:]...)
+	both, shape := r.decode(t, m, batch, bs)
+	if shape[0] != 2 {
+		t.Fatalf("batch decoded to %v", shape)
+	}
+	compare(t, "batch[0]", both[:len(first)], first, 1e-6, 1e-6)
+	compare(t, "batch[1]", both[len(first):], second, 1e-6, 1e-6)
 }

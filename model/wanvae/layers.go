@@ -113,10 +113,14 @@ func (p *pass) normSiLU(x, gamma *tensor.Tensor) *tensor.Tensor {
 
 // convFrames is WanCausalConv3d's forward: x [B, C, T, H, W] with the
 // previous chunk's frames (or nil) in front, then zeros in front up to
-// 2·padT frames in all, zero padding padHW on both sides of H and W.
+// 2·padT frames in all, zero padding padHW on both sides of H and W. It
+// consumes x, freeing it as soon as it is copied behind the kept frames.
 func (p *pass) convFrames(x, prev *tensor.Tensor, w conv, padT, padHW int, stride []int) *tensor.Tensor {
 	ops := p.ops
 	front := 2 * padT
+	if lastTapShortcut && prev == nil && x.Dim(2) == 1 && front == w.W.Dim(2)-1 && stride[0] == 1 {
+		return p.convLastTap(x, w, padHW, stride)
+	}
 	in := x
 	if prev != nil && front > 0 {
 		in = ops.Concat(2, prev, x)
@@ -124,21 +128,39 @@ func (p *pass) convFrames(x, prev *tensor.Tensor, w conv, padT, padHW int, strid
 	}
 	if front > 0 {
 		padded := ops.Pad(in, []int{0, 0, front, 0, 0}, []int{0, 0, 0, 0, 0})
-		if in != x {
-			in.Free()
-		}
+		in.Free()
 		in = padded
 	}
-	y := ops.Conv(in, w.W, w.B, stride, []int{0, padHW, padHW})
 	if in != x {
-		in.Free()
+		x.Free()
 	}
+	y := ops.Conv(in, w.W, w.B, stride, []int{0, padHW, padHW})
+	in.Free()
+	return y
+}
+
+// lastTapShortcut enables convLastTap; a variable only so that benchmarks
+// can compare with the padded convolution.
+var lastTapShortcut = true
+
+// convLastTap is convFrames for a single frame with nothing kept before
+// it (every first chunk): all but the last temporal tap of the kernel
+// would read zero padding, so only that tap is applied, a third of the
+// work of the padded convolution. The zero terms it skips add exactly
+// nothing; only the summation order differs. It consumes x.
+func (p *pass) convLastTap(x *tensor.Tensor, w conv, padHW int, stride []int) *tensor.Tensor {
+	ops := p.ops
+	kt := w.W.Dim(2)
+	tap := ops.Narrow(w.W, 2, kt-1, 1)
+	y := ops.Conv(x, tap, w.B, stride, []int{0, padHW, padHW})
+	tensor.Free(tap, x)
 	return y
 }
 
 // causalConv is a cached WanCausalConv3d with a 3×3×3 kernel and padding
 // 1: it convolves x behind the frames its slot kept and keeps x's last two
-// frames (the slot's last frame and x's one when x has a single frame).
+// frames (the slot's last frame and x's one when x has a single frame). It
+// consumes x.
 func (p *pass) causalConv(x *tensor.Tensor, w conv) *tensor.Tensor {
 	s := p.cache.next()
 	keep := p.keepFrames(x, s.frames, false)
@@ -174,16 +196,16 @@ func (p *pass) pointwise(x *tensor.Tensor, w conv) *tensor.Tensor {
 	return p.ops.Conv(x, w.W, w.B, []int{1, 1, 1}, []int{0, 0, 0})
 }
 
-// resBlock is WanResidualBlock. It consumes x.
+// resBlock is WanResidualBlock. It consumes x. The 1×1×1 shortcut (when
+// the channels change) is computed after the residual branch, so that only
+// x, not the wider shortcut output, is held through it.
 func (p *pass) resBlock(x *tensor.Tensor, l *resLayer) *tensor.Tensor {
-	h := x
-	if l.in != l.out {
-		h = p.pointwise(x, l.w.Shortcut)
+	if l.in == l.out {
+		return p.identityRes(x, &l.w.Core)
 	}
 	y := p.resCore(x, &l.w.Core)
-	if h != x {
-		x.Free()
-	}
+	h := p.pointwise(x, l.w.Shortcut)
+	x.Free()
 	p.ops.AddInPlace(y, h)
 	h.Free()
 	return y
@@ -191,14 +213,10 @@ func (p *pass) resBlock(x *tensor.Tensor, l *resLayer) *tensor.Tensor {
 
 // resCore is the residual branch: norm, SiLU, conv, twice. x is kept.
 func (p *pass) resCore(x *tensor.Tensor, w *resCore) *tensor.Tensor {
-	a := p.normSiLU(x, w.Norm1)
-	b := p.causalConv(a, w.Conv1)
+	a := p.causalConv(p.normSiLU(x, w.Norm1), w.Conv1)
+	b := p.normSiLU(a, w.Norm2)
 	a.Free()
-	a = p.normSiLU(b, w.Norm2)
-	b.Free()
-	b = p.causalConv(a, w.Conv2)
-	a.Free()
-	return b
+	return p.causalConv(b, w.Conv2)
 }
 
 // identityRes is a residual block whose shortcut is the identity.
@@ -285,15 +303,14 @@ func (p *pass) timeUpsample(x *tensor.Tensor, w conv) *tensor.Tensor {
 	if s.rep {
 		prev = nil
 	}
+	sh := x.Shape()
+	b, c, t, h, wd := sh[0], sh[1], sh[2], sh[3], sh[4]
 	y := p.convFrames(x, prev, w, 1, 0, []int{1, 1, 1})
 	s.frames.Free()
 	s.frames, s.rep = keep, false
 
 	// [B, 2C, T, H, W] -> [B, 2, C, T, H·W] -> [B, C, T, 2, H·W]: output
 	// frame 2t is the first C channels at t, frame 2t+1 the second.
-	sh := x.Shape()
-	b, c, t, h, wd := sh[0], sh[1], sh[2], sh[3], sh[4]
-	x.Free()
 	out := ops.Permute(view(ops, y, b, 2, c, t, h*wd), 0, 2, 3, 1, 4)
 	y.Free()
 	reshape(ops, out, b, c, 2*t, h, wd)
@@ -333,9 +350,7 @@ func (p *pass) downsample(x *tensor.Tensor, l *resampleLayer) *tensor.Tensor {
 func (p *pass) head(x, gamma *tensor.Tensor, w conv) *tensor.Tensor {
 	a := p.normSiLU(x, gamma)
 	x.Free()
-	y := p.causalConv(a, w)
-	a.Free()
-	return y
+	return p.causalConv(a, w)
 }
 
 // copyInto writes src into dst at offset start along axis; every other

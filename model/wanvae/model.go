@@ -21,6 +21,19 @@ func DefaultTiling() Tiling {
 	return Tiling{MinHeight: 256, MinWidth: 256, StrideHeight: 192, StrideWidth: 192}
 }
 
+// SquareTiling is the tiling a plan's vae_tile / vae_stride ask for
+// (residency.RunOptions): square tiles of tile pixels every stride pixels,
+// stride 3/4 of the tile when 0; nil (untiled) when tile is 0.
+func SquareTiling(tile, stride int) *Tiling {
+	if tile <= 0 {
+		return nil
+	}
+	if stride <= 0 {
+		stride = tile * 3 / 4
+	}
+	return &Tiling{MinHeight: tile, MinWidth: tile, StrideHeight: stride, StrideWidth: stride}
+}
+
 // validate checks that every tile and stride covers at least one latent
 // (the reference would loop with step 0 otherwise) and that tiles overlap
 // or touch (a stride beyond the tile would leave gaps).
@@ -186,6 +199,9 @@ type Model struct {
 
 	enc *encBlocks
 	dec *decBlocks
+	// srcErr is what CheckSource said of the source of the blocks declared
+	// last; Decode and Encode refuse to run with a bad checkpoint.
+	srcErr error
 }
 
 // New makes a VAE for cfg (normally the result of ParseConfig).
@@ -218,23 +234,28 @@ func (m *Model) Config() Config { return m.cfg }
 // Component declares the whole VAE over src: the encoder's blocks, then
 // the decoder's (see the package comment for the names). Decode and Encode
 // run the blocks most recently declared; declare once and register the
-// component with the executor. A pipeline that only decodes should use
+// component with the executor. The source's shapes are checked against the
+// config here (Config.CheckSource); Decode and Encode return a mismatch,
+// naming the tensor. A pipeline that only decodes should use
 // DecoderComponent, so that a streamed plan prefetches decoder blocks only.
 func (m *Model) Component(name string, src residency.Source) *residency.Component {
 	c := &residency.Component{Name: name, Source: src}
 	c.Blocks = append(m.declareEncoder(name), m.declareDecoder(name)...)
+	m.srcErr = m.cfg.CheckSource(src)
 	return c
 }
 
 // DecoderComponent declares the decoder's blocks only; Encode then fails.
 func (m *Model) DecoderComponent(name string, src residency.Source) *residency.Component {
 	m.enc = nil
+	m.srcErr = checkParams(m.cfg.DecoderParams(), src)
 	return &residency.Component{Name: name, Source: src, Blocks: m.declareDecoder(name)}
 }
 
 // EncoderComponent declares the encoder's blocks only; Decode then fails.
 func (m *Model) EncoderComponent(name string, src residency.Source) *residency.Component {
 	m.dec = nil
+	m.srcErr = checkParams(m.cfg.EncoderParams(), src)
 	return &residency.Component{Name: name, Source: src, Blocks: m.declareEncoder(name)}
 }
 

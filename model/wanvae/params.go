@@ -2,6 +2,7 @@ package wanvae
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"ferry/residency"
@@ -171,4 +172,51 @@ func (c Config) DecoderParams() []residency.ParamSpec {
 		}
 	}
 	return out
+}
+
+// EncoderParams are the Params of the encoder's blocks only.
+func (c Config) EncoderParams() []residency.ParamSpec {
+	var out []residency.ParamSpec
+	for _, p := range c.Params() {
+		if strings.HasPrefix(p.Block, "encoder.") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// CheckSource reports the first weight of Params that src lacks or holds
+// in another shape, by name. The executor only checks that names exist; a
+// misshapen weight would otherwise surface as a convolution shape error
+// deep inside a pass.
+func (c Config) CheckSource(src residency.Source) error { return checkParams(c.Params(), src) }
+
+func checkParams(ps []residency.ParamSpec, src residency.Source) error {
+	for _, p := range ps {
+		info, ok := src.Info(p.Name)
+		if !ok {
+			return fmt.Errorf("wanvae: tensor %q (%v) is missing from the checkpoint", p.Name, p.Shape)
+		}
+		if !sameShape(p.Name, info.Shape, p.Shape) {
+			return fmt.Errorf("wanvae: tensor %q is %v in the checkpoint, the config implies %v", p.Name, info.Shape, p.Shape)
+		}
+	}
+	return nil
+}
+
+// sameShape compares a stored shape with the expected one. RMS norm gammas
+// only broadcast over the channels, so any number of trailing 1s is the
+// same gamma (diffusers stores [C, 1, 1, 1] and [C, 1, 1]).
+func sameShape(name string, got, want []int) bool {
+	if strings.HasSuffix(name, ".gamma") {
+		got, want = trimOnes(got), trimOnes(want)
+	}
+	return slices.Equal(got, want)
+}
+
+func trimOnes(s []int) []int {
+	for len(s) > 1 && s[len(s)-1] == 1 {
+		s = s[:len(s)-1]
+	}
+	return s
 }

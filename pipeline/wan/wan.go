@@ -133,7 +133,8 @@ func (p *Pipeline) Register(ex *residency.Executor) error {
 		case Transformer:
 			comp = p.transformer.Component(name, src)
 		default:
-			comp = p.vae.Component(name, src)
+			// Text-to-video only decodes: the encoder's weights never move.
+			comp = p.vae.DecoderComponent(name, src)
 		}
 		if err := ex.Register(comp); err != nil {
 			return err
@@ -205,31 +206,48 @@ func (p *Pipeline) encodeText(rt *pipeline.Runtime, r Request) (pos, neg []float
 		prompts = append(prompts, r.NegativePrompt)
 	}
 	L := r.MaxSeqLen
-	var ids, mask []int32
-	lens := make([]int, len(prompts))
+	toks := make([][]int32, len(prompts))
+	n := 0 // the longest real length
 	for i, s := range prompts {
-		id, m := p.tok.EncodeForModel(CleanPrompt(s), L)
-		ids, mask = append(ids, id...), append(mask, m...)
-		for _, v := range m {
-			lens[i] += int(v)
+		ids, mask := p.tok.EncodeForModel(CleanPrompt(s), L)
+		real := 0
+		for _, v := range mask {
+			real += int(v)
+		}
+		toks[i] = ids[:real]
+		n = max(n, real)
+	}
+	// WanPipeline keeps only each prompt's real tokens and zero-pads to L.
+	// Padded keys are masked and the position bias is relative, so a real
+	// token's output does not depend on how much padding follows: encoding
+	// n tokens instead of L gives the same embeddings for a fraction of
+	// the work (a prompt is tens of tokens, L is 512).
+	ids, mask := make([]int32, 0, len(prompts)*n), make([]int32, 0, len(prompts)*n)
+	for _, t := range toks {
+		for j := range n {
+			if j < len(t) {
+				ids, mask = append(ids, t[j]), append(mask, 1)
+			} else {
+				ids, mask = append(ids, p.tok.PadID()), append(mask, 0)
+			}
 		}
 	}
 	ex := rt.Exec
 	ops := ex.Ops(TextEncoder)
-	h, err := p.text.Encode(ex, ops, ids, mask, len(prompts), L)
+	h, err := p.text.Encode(ex, ops, ids, mask, len(prompts), n)
 	ex.Done(TextEncoder)
 	if err != nil {
 		return nil, nil, fmt.Errorf("text encoder: %w", err)
 	}
-	all := ops.Download(h)
+	got := ops.Download(h)
 	h.Free()
 	if err := ops.Err(); err != nil {
 		return nil, nil, err
 	}
-	d := len(all) / (len(prompts) * L)
-	for i := range prompts {
-		row := all[i*L*d : (i+1)*L*d]
-		clear(row[lens[i]*d:])
+	d := len(got) / (len(prompts) * n)
+	all := make([]float32, len(prompts)*L*d)
+	for i, t := range toks {
+		copy(all[i*L*d:i*L*d+len(t)*d], got[i*n*d:])
 	}
 	pos = all[:L*d]
 	if r.CFG() {
