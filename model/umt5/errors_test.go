@@ -64,7 +64,7 @@ func TestEncodeMissingWeights(t *testing.T) {
 		t.Run(tt.variant+" without "+tt.drop, func(t *testing.T) {
 			cfg := smallCfg(t, tt.variant)
 			src := synthesize(cfg, 2)
-			delete(src.data, tt.drop)
+			src.Delete(tt.drop)
 			r := newRig(t, nil)
 			m := r.encoder(t, cfg, src)
 			ops := r.ex.Ops("text_encoder")

@@ -223,15 +223,17 @@ func TestEncodeMatchesReference(t *testing.T) {
 			src := synthesize(cfg, uint64(i))
 			table := sharedName
 			if tt.drop == sharedName {
-				src.data[tokensName], src.shapes[tokensName] = src.data[sharedName], src.shapes[sharedName]
-				delete(src.data, sharedName)
+				info, _ := src.Info(sharedName)
+				d, _ := src.Get(sharedName)
+				src.Put(tokensName, info.Shape, d)
+				src.Delete(sharedName)
 				table = tokensName
 			}
 			ids, mask := randomTokens(rand.New(rand.NewPCG(uint64(i), 2)), cfg.VocabSize, tt.seqLen, tt.lengths...)
 			if tt.noMask {
 				mask = nil
 			}
-			want := refEncode(cfg, src.data, table, ids, mask, len(tt.lengths), tt.seqLen)
+			want := refEncode(cfg, src.Tensors(), table, ids, mask, len(tt.lengths), tt.seqLen)
 			r := newRig(t, nil)
 			m := r.encoder(t, cfg, src)
 			got := r.encode(t, m, ids, mask, len(tt.lengths), tt.seqLen)

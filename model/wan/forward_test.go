@@ -84,7 +84,7 @@ func TestForwardWithoutCrossAttnNorm(t *testing.T) {
 	cfg.PatchSize = [3]int{2, 2, 1}
 	cfg.OutChannels = 4
 	src := synthesize(cfg, 3)
-	if _, ok := src.data["blocks.0.norm2.weight"]; ok {
+	if _, ok := src.Get("blocks.0.norm2.weight"); ok {
 		t.Fatal("Params lists norm2 without cross_attn_norm")
 	}
 	shape := []int{2, cfg.InChannels, 4, 2, 3}

@@ -58,7 +58,8 @@ func TestParamsMatchBlocks(t *testing.T) {
 		m := r.model(t, cfg, src) // Register fails on any tag Params lacks
 		bytes := map[string]int64{}
 		for _, p := range cfg.Params() {
-			bytes["transformer."+p.Block] += int64(4 * len(src.data[p.Name]))
+			d, _ := src.Get(p.Name)
+			bytes["transformer."+p.Block] += int64(4 * len(d))
 		}
 		for _, b := range m.comp.Blocks {
 			// Block.Bytes pads each tensor to 64 bytes.

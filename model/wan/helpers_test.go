@@ -1,8 +1,6 @@
 package wan
 
 import (
-	"encoding/binary"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -13,8 +11,8 @@ import (
 	"ferry/backend/cpu"
 	"ferry/backend/cpu/gemm"
 	"ferry/checkpoint"
-	"ferry/dtype"
 	"ferry/residency"
+	"ferry/residency/residencytest"
 	"ferry/tensor"
 )
 
@@ -128,39 +126,12 @@ func tensorOf(t *testing.T, s *checkpoint.Set, name string) ([]float32, []int) {
 	return d, info.Shape
 }
 
-// memSource is an in-memory float32 checkpoint for tests.
-type memSource struct {
-	data   map[string][]float32
-	shapes map[string][]int
-}
-
-func (s *memSource) Info(name string) (residency.TensorInfo, bool) {
-	d, ok := s.data[name]
-	if !ok {
-		return residency.TensorInfo{}, false
-	}
-	return residency.TensorInfo{DType: dtype.F32, Shape: s.shapes[name], Size: int64(4 * len(d))}, true
-}
-
-func (s *memSource) Read(name string, off int64, dst []byte) error {
-	d, ok := s.data[name]
-	if !ok || off%4 != 0 || len(dst)%4 != 0 || int(off)/4+len(dst)/4 > len(d) {
-		return fmt.Errorf("read %s [%d, +%d) out of range", name, off, len(dst))
-	}
-	for i := range len(dst) / 4 {
-		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(d[int(off)/4+i]))
-	}
-	return nil
-}
-
-func (s *memSource) Drop(string) {}
-
 // synthesize makes random weights for every parameter cfg lists, the way
 // `ferry synth` uses Params: norm weights near 1, matrices scaled by
 // 1/√fan_in so activations stay O(1).
-func synthesize(cfg Config, seed uint64) *memSource {
+func synthesize(cfg Config, seed uint64) *residencytest.MemSource {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	s := &memSource{data: map[string][]float32{}, shapes: map[string][]int{}}
+	s := residencytest.NewMemSource()
 	for _, p := range cfg.Params() {
 		n := tensor.NumElems(p.Shape)
 		std := 1.0
@@ -174,8 +145,7 @@ func synthesize(cfg Config, seed uint64) *memSource {
 				d[i] = 1 + d[i]/4
 			}
 		}
-		s.data[p.Name] = d
-		s.shapes[p.Name] = p.Shape
+		s.Put(p.Name, p.Shape, d)
 	}
 	return s
 }

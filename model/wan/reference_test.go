@@ -325,7 +325,7 @@ func TestForwardMatchesReference(t *testing.T) {
 			r := newRig(t)
 			m := r.model(t, cfg, src)
 			got := r.forward(t, m, x, tt.latent, ts, ctx, []int{tt.latent[0], tt.lt, cfg.TextDim})
-			ref := refForward(cfg, src.data, x, tt.latent, ts, ctx, tt.lt)
+			ref := refForward(cfg, src.Tensors(), x, tt.latent, ts, ctx, tt.lt)
 			want := make([]float32, len(ref))
 			for i, v := range ref {
 				want[i] = float32(v)

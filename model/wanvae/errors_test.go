@@ -7,15 +7,17 @@ import (
 
 	"ferry/backend/cpu"
 	"ferry/residency"
+	"ferry/residency/residencytest"
 	"ferry/tensor"
 )
 
 // goldenSource is the golden checkpoint as an editable in-memory source.
-func goldenSource(t *testing.T, g *golden) *memSource {
+func goldenSource(t *testing.T, g *golden) *residencytest.MemSource {
 	t.Helper()
-	s := &memSource{data: map[string][]float32{}, shapes: map[string][]int{}}
+	s := residencytest.NewMemSource()
 	for _, n := range g.weights.Names() {
-		s.data[n], s.shapes[n] = tensorOf(t, g.weights, n)
+		d, shape := tensorOf(t, g.weights, n)
+		s.Put(n, shape, d)
 	}
 	return s
 }
@@ -24,7 +26,7 @@ func TestMissingTensorIsNamed(t *testing.T) {
 	g := loadGolden(t)
 	const name = "decoder.up_blocks.1.resnets.0.conv_shortcut.weight"
 	src := goldenSource(t, g)
-	delete(src.data, name)
+	src.Delete(name)
 	r := newRig(t, nil, nil)
 	m := New(g.cfg)
 	err := r.ex.Register(m.Component("vae", src))
@@ -50,7 +52,7 @@ func TestMisshapenTensorIsNamed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			src := goldenSource(t, g)
 			n := tensor.NumElems(tt.shape)
-			src.data[tt.name], src.shapes[tt.name] = make([]float32, n), tt.shape
+			src.Put(tt.name, tt.shape, make([]float32, n))
 			r := newRig(t, nil, nil)
 			m := New(g.cfg)
 			if err := r.ex.Register(m.DecoderComponent("vae", src)); err != nil {

@@ -1,7 +1,6 @@
 package wanvae
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 	"ferry/checkpoint"
 	"ferry/dtype"
 	"ferry/residency"
+	"ferry/residency/residencytest"
 	"ferry/tensor"
 )
 
@@ -178,39 +178,12 @@ func absMax(d []float32) float64 {
 	return m
 }
 
-// memSource is an in-memory float32 checkpoint for tests.
-type memSource struct {
-	data   map[string][]float32
-	shapes map[string][]int
-}
-
-func (s *memSource) Info(name string) (residency.TensorInfo, bool) {
-	d, ok := s.data[name]
-	if !ok {
-		return residency.TensorInfo{}, false
-	}
-	return residency.TensorInfo{DType: dtype.F32, Shape: s.shapes[name], Size: int64(4 * len(d))}, true
-}
-
-func (s *memSource) Read(name string, off int64, dst []byte) error {
-	d, ok := s.data[name]
-	if !ok || off%4 != 0 || len(dst)%4 != 0 || int(off)/4+len(dst)/4 > len(d) {
-		return fmt.Errorf("read %s [%d, +%d) out of range", name, off, len(dst))
-	}
-	for i := range len(dst) / 4 {
-		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(d[int(off)/4+i]))
-	}
-	return nil
-}
-
-func (s *memSource) Drop(string) {}
-
 // synthesize makes random weights for every parameter cfg lists, the way
 // `ferry synth` uses Params: norm gammas near 1, conv weights scaled by
 // 1/√fan_in so activations stay O(1).
-func synthesize(cfg Config, seed uint64) *memSource {
+func synthesize(cfg Config, seed uint64) *residencytest.MemSource {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	s := &memSource{data: map[string][]float32{}, shapes: map[string][]int{}}
+	s := residencytest.NewMemSource()
 	for _, p := range cfg.Params() {
 		n := tensor.NumElems(p.Shape)
 		std := 0.1
@@ -224,8 +197,7 @@ func synthesize(cfg Config, seed uint64) *memSource {
 				d[i] = 1 + d[i]
 			}
 		}
-		s.data[p.Name] = d
-		s.shapes[p.Name] = p.Shape
+		s.Put(p.Name, p.Shape, d)
 	}
 	return s
 }
