@@ -25,6 +25,11 @@ import (
 // and sets them back to nil when they leave, so a use outside Run fails loudly
 // instead of reading stale memory.
 
+// The option "matrix" marks a weight used only as the matrix of a GEMM
+// (ops.Linear): when the executor's MatrixDType is BF16 such a weight stays
+// bf16 on the device, halving its bytes and the bytes the GEMM reads, and
+// the GEMM rounds activations to bf16 at its input.
+//
 // A field of type *residency.Rows (instead of *tensor.Tensor) is a table that
 // never moves whole: the executor binds a Rows that gathers the rows asked
 // for straight from where the table is stored (the text encoder's 256k-row
@@ -34,6 +39,7 @@ import (
 type field struct {
 	name     string // full checkpoint name
 	optional bool
+	matrix   bool          // a GEMM weight (tag option "matrix")
 	rows     bool          // slot is *Rows
 	slot     reflect.Value // settable *tensor.Tensor or *Rows
 }
@@ -63,18 +69,22 @@ func walk(v reflect.Value, prefix string, out *[]field) error {
 			continue
 		}
 		name, opts, _ := strings.Cut(tag, ",")
+		optional, matrix, err := tagOptions(opts)
+		if err != nil {
+			return fmt.Errorf("field %s: %w", sf.Name, err)
+		}
 		fv := v.Field(i)
 		switch {
 		case sf.Type == tensorPtr:
 			if !fv.CanSet() {
 				return fmt.Errorf("field %s (%s%s) is not exported", sf.Name, prefix, name)
 			}
-			*out = append(*out, field{name: prefix + name, optional: opts == "optional", slot: fv})
+			*out = append(*out, field{name: prefix + name, optional: optional, matrix: matrix, slot: fv})
 		case sf.Type == rowsPtr:
 			if !fv.CanSet() {
 				return fmt.Errorf("field %s (%s%s) is not exported", sf.Name, prefix, name)
 			}
-			*out = append(*out, field{name: prefix + name, optional: opts == "optional", rows: true, slot: fv})
+			*out = append(*out, field{name: prefix + name, optional: optional, rows: true, slot: fv})
 		case sf.Type.Kind() == reflect.Struct:
 			p := prefix
 			if name != "" {
@@ -94,4 +104,22 @@ func walk(v reflect.Value, prefix string, out *[]field) error {
 		}
 	}
 	return nil
+}
+
+// tagOptions reads the options after the name in a w tag.
+func tagOptions(opts string) (optional, matrix bool, err error) {
+	if opts == "" {
+		return false, false, nil
+	}
+	for _, o := range strings.Split(opts, ",") {
+		switch o {
+		case "optional":
+			optional = true
+		case "matrix":
+			matrix = true
+		default:
+			return false, false, fmt.Errorf("unknown w tag option %q (want optional or matrix)", o)
+		}
+	}
+	return optional, matrix, nil
 }

@@ -88,6 +88,9 @@ type Config struct {
 	// Context, when set, stops a run at the next block once it is
 	// cancelled (Ctrl-C): Run returns its error without running the block.
 	Context context.Context
+	// MatrixDType is the device dtype of weights tagged "matrix" (GEMM
+	// weights): F32 (the default, also when zero) or BF16.
+	MatrixDType dtype.DType
 	// OnBlock, when set, is called after each block's compute with the
 	// component and block names (progress reporting).
 	OnBlock func(component, block string)
@@ -207,6 +210,9 @@ func (e *Executor) resolve(b *Block) error {
 			continue
 		}
 		p := param{field: f, info: info, devType: computeType(info.DType)}
+		if f.matrix && e.cfg.MatrixDType == dtype.BF16 && info.DType.IsFloat() {
+			p.devType = dtype.BF16
+		}
 		p.devOff = b.devBytes
 		p.rawOff = b.rawBytes
 		b.devBytes += alignUp(int64(tensor.NumElems(info.Shape)) * int64(p.devType.Size()))

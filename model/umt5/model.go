@@ -39,10 +39,10 @@ type finalWeights struct {
 
 // attention is T5Attention's weights (no biases on the projections).
 type attention struct {
-	Q *tensor.Tensor `w:"q.weight"`
-	K *tensor.Tensor `w:"k.weight"`
-	V *tensor.Tensor `w:"v.weight"`
-	O *tensor.Tensor `w:"o.weight"`
+	Q *tensor.Tensor `w:"q.weight,matrix"`
+	K *tensor.Tensor `w:"k.weight,matrix"`
+	V *tensor.Tensor `w:"v.weight,matrix"`
+	O *tensor.Tensor `w:"o.weight,matrix"`
 	// RelBias is [num_buckets, num_heads]: in every UMT5 layer, in T5's
 	// layer 0 only. Optional here because the variant decides; the forward
 	// pass checks it is present where the variant needs it.
@@ -57,15 +57,15 @@ type feedForward interface {
 
 // gatedFF is T5DenseGatedActDense: wo(act(wi_0 x) * wi_1 x).
 type gatedFF struct {
-	Wi0 *tensor.Tensor `w:"wi_0.weight"`
-	Wi1 *tensor.Tensor `w:"wi_1.weight"`
-	Wo  *tensor.Tensor `w:"wo.weight"`
+	Wi0 *tensor.Tensor `w:"wi_0.weight,matrix"`
+	Wi1 *tensor.Tensor `w:"wi_1.weight,matrix"`
+	Wo  *tensor.Tensor `w:"wo.weight,matrix"`
 }
 
 // denseFF is T5DenseActDense: wo(act(wi x)).
 type denseFF struct {
-	Wi *tensor.Tensor `w:"wi.weight"`
-	Wo *tensor.Tensor `w:"wo.weight"`
+	Wi *tensor.Tensor `w:"wi.weight,matrix"`
+	Wo *tensor.Tensor `w:"wo.weight,matrix"`
 }
 
 // layer is one T5Block of the encoder: self-attention then feed-forward,

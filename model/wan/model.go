@@ -32,8 +32,15 @@ type Model struct {
 	comp   *residency.Component
 }
 
-// linear is an nn.Linear (weight [out, in], bias [out]).
+// linear is an nn.Linear (weight [out, in], bias [out]); the weight is
+// only ever a GEMM matrix, so it may stay bf16 on the device.
 type linear struct {
+	W *tensor.Tensor `w:"weight,matrix"`
+	B *tensor.Tensor `w:"bias"`
+}
+
+// affine is a LayerNorm's weight and bias.
+type affine struct {
 	W *tensor.Tensor `w:"weight"`
 	B *tensor.Tensor `w:"bias"`
 }
@@ -77,7 +84,7 @@ type blockWeights struct {
 // checkpoint must hold exactly the weights the config implies.
 type layerWeights struct {
 	Core  blockWeights `w:""`
-	Norm2 linear       `w:"norm2"`
+	Norm2 affine       `w:"norm2"`
 }
 
 // outWeights is the "out" block: the output adaLN table [1, 2, dim]
