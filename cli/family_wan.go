@@ -8,6 +8,7 @@ import (
 	"ferry/checkpoint"
 	"ferry/pipeline"
 	"ferry/pipeline/wan"
+	"ferry/planner"
 )
 
 func init() { families["WanPipeline"] = newWanJob }
@@ -17,6 +18,7 @@ type wanJob struct {
 	p    *wan.Pipeline
 	req  wan.Request
 	name string
+	dir  string
 }
 
 func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
@@ -50,7 +52,7 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 	if err := r.Check(); err != nil {
 		return nil, asUser(err)
 	}
-	return &wanJob{p: p, req: r, name: filepath.Base(filepath.Clean(f.Dir))}, nil
+	return &wanJob{p: p, req: r, name: filepath.Base(filepath.Clean(f.Dir)), dir: f.Dir}, nil
 }
 
 func (j *wanJob) Components() []string { return slices.Clone(wan.Components) }
@@ -76,4 +78,15 @@ func (j *wanJob) Title() string {
 
 func (j *wanJob) SetProgress(onStep, onFrame func(done, total int)) {
 	j.p.OnStep, j.p.OnFrame = onStep, onFrame
+}
+
+// Plan profiles the folder for the planner: configs only, no weights.
+func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
+	prof, err := planner.ProfileFromFolder(j.dir)
+	if err != nil {
+		return nil, planner.Request{}, err
+	}
+	r := j.req
+	return prof, planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
+		PromptTokens: j.p.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance}, nil
 }

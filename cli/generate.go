@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"ferry/chart"
 	"ferry/checkpoint"
 	"ferry/media"
 	"ferry/pipeline"
+	"ferry/planner"
 	"ferry/residency"
 	"ferry/tensor"
 )
@@ -28,12 +30,12 @@ type genFlags struct {
 	seed                    uint64
 	latents                 string
 	maxSeqLen               int
-	plan                    string
-	deviceMem, hostMem      sizeFlag
-	out, report, trace      string
-	chart                   string
-	quiet                   bool
-	fps                     float64
+	planFlags
+	deviceMem, hostMem sizeFlag
+	out, report, trace string
+	chart              string
+	quiet              bool
+	fps                float64
 }
 
 func (g *genFlags) define(e *env) *flag.FlagSet {
@@ -50,7 +52,7 @@ func (g *genFlags) define(e *env) *flag.FlagSet {
 	fs.Uint64Var(&g.seed, "seed", 0, "seed of the initial noise")
 	fs.StringVar(&g.latents, "latents", "", "initial latents: a .safetensors file with tensor \"latents\"")
 	fs.IntVar(&g.maxSeqLen, "max-sequence-length", 512, "text tokens the encoder sees")
-	fs.StringVar(&g.plan, "plan", "", "residency plan: a preset name or a plan file (.json/.yaml)")
+	g.planFlags.define(fs)
 	fs.Var(&g.deviceMem, "device-mem", "device memory budget, e.g. 8GiB (default: unlimited)")
 	fs.Var(&g.hostMem, "host-mem", "host memory budget for offloaded weights, e.g. 16GiB (default: unlimited)")
 	fs.StringVar(&g.out, "out", "", "output: .mp4, .avi, .gif, .png, DIR/ (PNG frames) or .safetensors")
@@ -120,11 +122,11 @@ func runGenerate(e *env, args []string) error {
 			return asUser(err)
 		}
 	}
-	plan, err := choosePlan(&g, j)
+	pl, err := choosePlan(&g, j)
 	if err != nil {
 		return err
 	}
-	return execute(e, &g, j, plan)
+	return execute(e, &g, j, pl)
 }
 
 // classify turns budget failures into user errors: the fix is a bigger
@@ -181,11 +183,30 @@ func checkWritable(path string) error {
 	return nil
 }
 
-// choosePlan resolves --plan; without one every component is resident.
-func choosePlan(g *genFlags, j job) (*residency.Plan, error) {
-	spec := g.plan
+// plannable is a job the planner can profile: it predicts, searches and
+// knows the presets.
+type plannable interface {
+	Plan() (*planner.Profile, planner.Request, error)
+}
+
+// choosePlan resolves --plan (and the FastVideo flags) for the job. Jobs
+// the planner profiles get every preset, auto (the default) and a
+// prediction; others the basic placements, resident by default.
+func choosePlan(g *genFlags, j job) (planned, error) {
+	if pj, ok := j.(plannable); ok {
+		prof, req, err := pj.Plan()
+		if err != nil {
+			return planned{}, asUser(err)
+		}
+		return g.planFlags.resolve(prof, req, planningBudgets(g.deviceMem.bytes, g.hostMem.bytes))
+	}
+	if on := g.fastVideoSet(); len(on) > 0 {
+		return planned{}, userf("%s: FastVideo flags need a model the planner knows (Wan); use --plan", strings.Join(on, " "))
+	}
+	spec := g.spec
 	if spec == "" {
 		spec = "resident"
 	}
-	return resolvePlan(spec, j.Components())
+	p, err := resolvePlan(spec)
+	return planned{plan: p}, err
 }

@@ -17,7 +17,8 @@ import (
 // execute runs a job under its budgets, shows progress, and writes the
 // outputs: the video, then the report, trace and chart. Nothing is
 // written when the run fails.
-func execute(e *env, g *genFlags, j job, plan *residency.Plan) error {
+func execute(e *env, g *genFlags, j job, pl planned) error {
+	plan := pl.plan
 	mode := progress.Auto
 	if g.quiet {
 		mode = progress.Quiet
@@ -49,6 +50,9 @@ func execute(e *env, g *genFlags, j job, plan *residency.Plan) error {
 		return err
 	}
 	rep := pipeline.Report{Model: g.model, Request: j.Request(), Plan: plan, Budget: budget, Measured: measured}
+	if pl.pred != nil {
+		rep.Predicted = pl.pred
+	}
 	outputs := []string{g.out}
 	if g.report != "" {
 		if err := pipeline.WriteJSON(g.report, rep); err != nil {
@@ -63,14 +67,14 @@ func execute(e *env, g *genFlags, j job, plan *residency.Plan) error {
 		outputs = append(outputs, g.trace)
 	}
 	if g.chart != "" {
-		if err := writeChart(g.chart, rt, j, plan, budget, rep); err != nil {
+		if err := writeChart(g.chart, rt, j, pl, budget); err != nil {
 			return err
 		}
 		outputs = append(outputs, g.chart)
 	}
 	if !g.quiet {
 		prog.Close()
-		summary(rt, j, plan, rep, outputs).Write(e.stderr)
+		summary(rt, j, pl, rep, outputs).Write(e.stderr)
 	}
 	return nil
 }
@@ -136,8 +140,8 @@ func phaseWindow(rec *trace.Recorder, name string) (trace.Span, bool) {
 	return trace.Span{}, false
 }
 
-func summary(rt *pipeline.Runtime, j job, plan *residency.Plan, rep pipeline.Report, outputs []string) progress.Summary {
-	m := rep.Measured
+func summary(rt *pipeline.Runtime, j job, pl planned, rep pipeline.Report, outputs []string) progress.Summary {
+	m, plan := rep.Measured, pl.plan
 	s := progress.Summary{Title: j.Title(), Plan: plan.Name, Outputs: outputs,
 		Total: secs(m.TotalS), CopyWait: secs(m.CopyWaitS), CopyTime: secs(m.CopyS), BytesCopied: m.BytesCopied}
 	for _, c := range j.Components() {
@@ -153,6 +157,9 @@ func summary(rt *pipeline.Runtime, j job, plan *residency.Plan, rep pipeline.Rep
 		{Name: "device", Peak: m.PeakDeviceBytes, Budget: rep.Budget.DeviceBytes},
 		{Name: "host", Peak: m.PeakHostBytes, Budget: rep.Budget.HostBytes},
 		{Name: "RSS", Peak: m.PeakRSSBytes},
+	}
+	if p := pl.pred; p != nil {
+		s.Memory[0].Predicted, s.Memory[1].Predicted, s.Memory[2].Predicted = p.PeakDeviceBytes, p.PeakHostBytes, p.PeakRSSBytes
 	}
 	s.Phases = []progress.PhaseStat{
 		{Name: "text encoder", Time: secs(m.TextEncoderS)},
@@ -178,12 +185,15 @@ func placementText(c residency.ComponentPlan) string {
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-func writeChart(path string, rt *pipeline.Runtime, j job, plan *residency.Plan, b pipeline.Budget, rep pipeline.Report) error {
+func writeChart(path string, rt *pipeline.Runtime, j job, pl planned, b pipeline.Budget) error {
 	format, err := chart.FormatFromPath(path)
 	if err != nil {
 		return asUser(err)
 	}
-	info := chart.Info{Title: j.Title(), Subtitle: "plan " + plan.Name, DeviceBudget: b.DeviceBytes, HostBudget: b.HostBytes}
+	info := chart.Info{Title: j.Title(), Subtitle: "plan " + pl.plan.Name, DeviceBudget: b.DeviceBytes, HostBudget: b.HostBytes}
+	if pl.pred != nil {
+		info.PredictedDevicePeak, info.PredictedHostPeak = pl.pred.PeakDeviceBytes, pl.pred.PeakHostBytes
+	}
 	data := chart.FromRecorder(rt.Trace, info)
 	return pipeline.WriteFileAtomicFunc(path, func(w io.Writer) error {
 		var buf bytes.Buffer

@@ -219,3 +219,6 @@ func (r RunOptions) validate() error {
 	}
 	return nil
 }
+
+// JSON renders the plan as indented JSON.
+func (p *Plan) JSON() ([]byte, error) { return json.MarshalIndent(p, "", "  ") }

@@ -279,5 +279,3 @@ func configWithClass(c Component) (any, error) {
 	}
 	return m, nil
 }
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

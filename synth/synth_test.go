@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"ferry/catalog"
 	"ferry/checkpoint"
 	"ferry/dtype"
 	"ferry/model/synthetic"
@@ -135,7 +136,7 @@ func TestTokenizerEncodesWords(t *testing.T) {
 	if len(ids) != 8 || ids[2] != tok.EOSID() || mask[2] != 1 || mask[3] != 0 {
 		t.Errorf("ids %v mask %v", ids, mask)
 	}
-	if tok.VocabSize() > WanTiny().Text.Vocab {
-		t.Errorf("tokenizer has %d pieces, more than the tiny encoder's %d rows", tok.VocabSize(), WanTiny().Text.Vocab)
+	if tok.VocabSize() > catalog.WanTiny().Text.VocabSize {
+		t.Errorf("tokenizer has %d pieces, more than the tiny encoder's %d rows", tok.VocabSize(), catalog.WanTiny().Text.VocabSize)
 	}
 }

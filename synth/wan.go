@@ -1,105 +1,61 @@
 package synth
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
+	"ferry/catalog"
 	"ferry/dtype"
 	"ferry/model/umt5"
-	"ferry/model/wan"
-	"ferry/model/wanvae"
-	"ferry/residency"
 	"ferry/sampler"
 	"ferry/tokenizer"
 )
 
 func init() {
-	builders["wan-tiny"] = func() (Arch, error) { return Wan("wan-tiny", WanTiny()) }
-	builders["wan2.1-t2v-1.3b"] = func() (Arch, error) { return Wan("wan2.1-t2v-1.3b", Wan1_3B()) }
-	builders["wan2.1-t2v-14b"] = func() (Arch, error) { return Wan("wan2.1-t2v-14b", Wan14B()) }
-}
-
-// WanConfigs are the configs of a Wan 2.1 text-to-video folder.
-type WanConfigs struct {
-	Text        TextConfig
-	Transformer wan.Config
-	VAE         wanvae.Config
-	FlowShift   float64
-}
-
-// TextConfig is the UMT5 encoder's size, written as a transformers
-// UMT5Config.
-type TextConfig struct {
-	Vocab, DModel, DKV, DFF, Layers, Heads int
-}
-
-// Wan1_3B is Wan-AI/Wan2.1-T2V-1.3B-Diffusers.
-func Wan1_3B() WanConfigs {
-	return WanConfigs{Text: umt5XXL(), Transformer: wan.Config1_3B(), VAE: wanvae.ConfigWan21(), FlowShift: 3}
-}
-
-// Wan14B is Wan-AI/Wan2.1-T2V-14B-Diffusers.
-func Wan14B() WanConfigs {
-	return WanConfigs{Text: umt5XXL(), Transformer: wan.Config14B(), VAE: wanvae.ConfigWan21(), FlowShift: 3}
-}
-
-// WanTiny keeps Wan's architecture at toy sizes: the demo's model.
-func WanTiny() WanConfigs {
-	t := wan.Config1_3B()
-	t.NumAttentionHeads, t.AttentionHeadDim, t.FFNDim, t.NumLayers, t.TextDim, t.FreqDim = 4, 32, 256, 4, 64, 64
-	v := wanvae.ConfigWan21()
-	v.BaseDim = 16
-	return WanConfigs{
-		Text:        TextConfig{Vocab: 1024, DModel: 64, DKV: 16, DFF: 128, Layers: 2, Heads: 4},
-		Transformer: t, VAE: v, FlowShift: 3,
+	for _, name := range catalog.WanNames() {
+		builders[name] = func() (Arch, error) {
+			w, err := catalog.LookupWan(name)
+			if err != nil {
+				return Arch{}, err
+			}
+			return Wan(w)
+		}
 	}
 }
 
-func umt5XXL() TextConfig {
-	return TextConfig{Vocab: 256384, DModel: 4096, DKV: 64, DFF: 10240, Layers: 24, Heads: 64}
-}
-
-// json renders the config.json transformers writes for UMT5EncoderModel.
-func (t TextConfig) json() map[string]any {
-	return map[string]any{
-		"architectures": []string{"UMT5EncoderModel"}, "model_type": "umt5",
-		"vocab_size": t.Vocab, "d_model": t.DModel, "d_kv": t.DKV, "d_ff": t.DFF,
-		"num_layers": t.Layers, "num_decoder_layers": t.Layers, "num_heads": t.Heads,
-		"relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
-		"layer_norm_epsilon": 1e-6, "feed_forward_proj": "gated-gelu", "dense_act_fn": "gelu_new",
-		"is_gated_act": true, "scalable_attention": true, "tie_word_embeddings": false,
-		"pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0,
-		"tokenizer_class": "T5Tokenizer", "torch_dtype": "bfloat16",
-	}
-}
-
-// Params lists the encoder's weights through the model package, so that
-// synth and the model can never disagree on names.
-func (t TextConfig) Params() ([]residency.ParamSpec, error) {
-	raw, err := jsonBytes(t.json())
+// textConfig renders the config.json transformers writes for
+// UMT5EncoderModel.
+func textConfig(c umt5.Config) (map[string]any, error) {
+	raw, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := umt5.ParseConfig(raw)
-	if err != nil {
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, err
 	}
-	return cfg.Params(), nil
+	for k, v := range map[string]any{"num_decoder_layers": c.NumLayers, "scalable_attention": true,
+		"tie_word_embeddings": false, "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0,
+		"tokenizer_class": "T5Tokenizer", "torch_dtype": "bfloat16"} {
+		m[k] = v
+	}
+	return m, nil
 }
 
 // Wan is a WanPipeline folder with the given configs: a UMT5 text encoder
 // and tokenizer, the transformer, the VAE (float32, as published) and the
 // UniPC scheduler config.
-func Wan(name string, c WanConfigs) (Arch, error) {
-	textParams, err := c.Text.Params()
+func Wan(c catalog.Wan) (Arch, error) {
+	text, err := textConfig(c.Text)
 	if err != nil {
-		return Arch{}, fmt.Errorf("%s text encoder: %w", name, err)
+		return Arch{}, fmt.Errorf("%s text encoder: %w", c.Name, err)
 	}
 	sched := sampler.WanUniPCConfig(c.FlowShift)
-	return Arch{Name: name, Class: "WanPipeline", Components: []Component{
+	return Arch{Name: c.Name, Class: "WanPipeline", Components: []Component{
 		{Name: "scheduler", Library: "diffusers", Class: sampler.ClassUniPC, Config: sched, ConfigFile: "scheduler_config.json"},
-		{Name: "text_encoder", Library: "transformers", Class: "UMT5EncoderModel", Config: c.Text.json(),
-			Params: textParams, WeightsName: "model"},
+		{Name: "text_encoder", Library: "transformers", Class: "UMT5EncoderModel", Config: text,
+			Params: c.Text.Params(), WeightsName: "model"},
 		{Name: "tokenizer", Library: "transformers", Class: "T5Tokenizer", Extra: writeTokenizer},
 		{Name: "transformer", Library: "diffusers", Class: "WanTransformer3DModel", Config: c.Transformer,
 			Params: c.Transformer.Params(), WeightsName: "diffusion_pytorch_model"},
@@ -144,5 +100,3 @@ walks runs flies swims jumps dances sits stands looks plays sleeps eats moving w
 realistic cinematic photo video film style high quality detailed beautiful low blurry static noise
 worst bad ugly deformed still picture overall subtitles painting frame frames background foreground
 close up wide shot camera view scene under over through across into small large big little old young`
-
-func jsonBytes(v any) ([]byte, error) { return jsonMarshal(v) }

@@ -95,6 +95,25 @@ func Open(f *checkpoint.Folder) (*Pipeline, error) {
 	return p, nil
 }
 
+// PromptTokens is the longest real token count (with </s>) of the
+// request's prompts: what the text encoder runs on.
+func (p *Pipeline) PromptTokens(r Request) int {
+	prompts := []string{r.Prompt}
+	if r.CFG() {
+		prompts = append(prompts, r.NegativePrompt)
+	}
+	n := 0
+	for _, s := range prompts {
+		_, mask := p.tok.EncodeForModel(CleanPrompt(s), r.MaxSeqLen)
+		real := 0
+		for _, v := range mask {
+			real += int(v)
+		}
+		n = max(n, real)
+	}
+	return n
+}
+
 // ZDim is the latent channel count.
 func (p *Pipeline) ZDim() int { return p.vaeCfg.ZDim }
 

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"ferry/hwprofile"
+)
+
+func init() {
+	register("calibrate", "measure this machine (GEMM, attention, conv, copies, disk) for the planner", runCalibrate)
+}
+
+// calibration is what --json prints: the stored profile, plus the GEMM
+// rates by implementation name for a quick comparison.
+type calibration struct {
+	hwprofile.Profile
+	GemmGFLOPS map[string]float64 `json:"gemm_gflops"`
+	Path       string             `json:"path"`
+}
+
+func runCalibrate(e *env, args []string) error {
+	fs := newFlags(e, "calibrate", "[--json] [--FIGURE VALUE ...]")
+	asJSON := fs.Bool("json", false, "print the profile as JSON")
+	small := fs.Bool("quick", false, "tiny probes (seconds, figures dominated by overheads)")
+	overrides := map[string]*float64{}
+	for _, f := range hwprofile.Flags() {
+		overrides[f.Name] = fs.Float64(f.Name, 0, "use this instead of measuring: "+f.Help)
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log := func(format string, a ...any) { fmt.Fprintf(e.stderr, "calibrate: "+format+"\n", a...) }
+	if *asJSON {
+		log = nil
+	}
+	p, err := hwprofile.Measure(hwprofile.Options{Small: *small, Log: log})
+	if err != nil {
+		return err
+	}
+	for name, v := range overrides {
+		if *v != 0 {
+			if err := p.Set(name, *v); err != nil {
+				return asUser(err)
+			}
+		}
+	}
+	if err := hwprofile.Save(p, ""); err != nil {
+		return err
+	}
+	path, _ := hwprofile.Path()
+	if *asJSON {
+		c := calibration{Profile: p, GemmGFLOPS: map[string]float64{}, Path: path}
+		for _, g := range p.Gemm {
+			c.GemmGFLOPS[g.Name] = g.GFLOPS
+		}
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(c)
+	}
+	for _, g := range p.Gemm {
+		fmt.Fprintf(e.stdout, "gemm %-9s %7.1f GFLOP/s\n", g.Name, g.GFLOPS)
+	}
+	fmt.Fprintf(e.stdout, "attention %.1f GFLOP/s, conv %.1f GFLOP/s, elementwise %.1f GB/s\n", p.AttentionGFLOPS, p.ConvGFLOPS, p.MemGBps)
+	fmt.Fprintf(e.stdout, "host->device %.2f GB/s (bf16->f32), disk %.2f GB/s\n", p.H2DGBps, p.DiskGBps)
+	fmt.Fprintf(e.stdout, "saved %s\n", path)
+	return nil
+}

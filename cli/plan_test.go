@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ferry/residency"
+)
+
+func TestPlanBuiltinNoFiles(t *testing.T) {
+	code, out, stderr := ferry(t, "plan", "--model", "wan2.1-t2v-14b", "--height", "480", "--width", "832", "--frames", "81", "--device-mem", "8GiB", "--host-mem", "96GiB")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"transformer", "peak device", "budget 8.00 GiB"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestPlanJSONAndOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plan.yaml")
+	code, out, stderr := ferry(t, "plan", "--model", "wan2.1-t2v-1.3b", "--height", "256", "--width", "256", "--frames", "17",
+		"--steps", "2", "--device-mem", "1536MiB", "--host-mem", "4GiB", "--json", "--out", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var pred struct {
+		PeakDeviceReserved int64   `json:"peak_device_reserved_bytes"`
+		TotalS             float64 `json:"total_s"`
+		Fits               bool    `json:"fits"`
+	}
+	if err := json.Unmarshal([]byte(out), &pred); err != nil {
+		t.Fatal(err)
+	}
+	if !pred.Fits || pred.PeakDeviceReserved > 1536<<20 || pred.TotalS <= 0 {
+		t.Errorf("prediction %+v", pred)
+	}
+	if _, err := residency.LoadPlan(path); err != nil {
+		t.Errorf("--out wrote a plan that does not load: %v", err)
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--model", "wan2.1-t2v-14b", "--device-mem", "1MiB", "--host-mem", "1GiB"}, "--device-mem"},
+		{[]string{"plan", "--model", "wan2.1-t2v-1.3b", "--use-fsdp-inference"}, "fsdp"},
+		{[]string{"plan", "--model", "wan2.1-t2v-1.3b", "--plan", "warp-speed"}, "neither a preset"},
+		{[]string{"plan", "--model", "wan9"}, "no built-in"},
+		{[]string{"plan", "--model", "wan2.1-t2v-1.3b", "--frames", "80"}, "frames"},
+	} {
+		code, _, stderr := ferry(t, tc.args...)
+		if code != ExitUsage || !strings.Contains(strings.ToLower(stderr), strings.ToLower(tc.want)) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q (want %q)", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+func TestFastVideoFlags(t *testing.T) {
+	code, out, stderr := ferry(t, "plan", "--model", "wan2.1-t2v-1.3b", "--height", "256", "--width", "256", "--frames", "17", "--dit-layerwise-offload", "--text-encoder-cpu-offload", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, `"placement": "stream"`) {
+		t.Errorf("FastVideo flags did not stream: %s", out)
+	}
+}
+
+func TestCalibrateQuick(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	code, out, stderr := ferry(t, "calibrate", "--quick", "--json", "--disk-gbps", "0.2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var c struct {
+		GemmGFLOPS map[string]float64 `json:"gemm_gflops"`
+		DiskGBps   float64            `json:"disk_gbps"`
+		Path       string             `json:"path"`
+	}
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.GemmGFLOPS["go"] <= 0 || c.DiskGBps != 0.2 {
+		t.Errorf("calibration %+v", c)
+	}
+	if _, err := os.Stat(c.Path); err != nil {
+		t.Errorf("profile not saved: %v", err)
+	}
+}

@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"ferry/pipeline"
+
+	"ferry/planner"
+	"ferry/residency"
+)
+
+func init() {
+	register("plan", "predict memory and time of a plan (or find the fastest that fits) without running", runPlan)
+}
+
+func runPlan(e *env, args []string) error {
+	var pf planFlags
+	fs := newFlags(e, "plan", "--model DIR|NAME [--height N --width N --frames N --steps N] [--device-mem SIZE --host-mem SIZE] [--plan NAME|FILE] [--out plan.yaml] [--json]")
+	model := fs.String("model", "", "pipeline folder, or a built-in model: "+joinNames(planner.BuiltinNames()))
+	height := fs.Int("height", 480, "height in pixels")
+	width := fs.Int("width", 832, "width in pixels")
+	frames := fs.Int("frames", 81, "frames (4k+1)")
+	steps := fs.Int("steps", 50, "denoising steps")
+	guidance := fs.Float64("guidance", 5, "guidance scale (<= 1: no CFG)")
+	textLen := fs.Int("max-sequence-length", 512, "text context length")
+	var dev, host sizeFlag
+	fs.Var(&dev, "device-mem", "device memory budget (default unlimited)")
+	fs.Var(&host, "host-mem", "host memory budget (default: this machine's memory less the device budget and 1 GiB)")
+	out := fs.String("out", "", "write the plan here (.yaml or .json) for ferry generate --plan FILE")
+	asJSON := fs.Bool("json", false, "print the prediction as JSON")
+	pf.define(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *model == "" {
+		return userf("--model DIR|NAME is required (a folder, or one of %s)", joinNames(planner.BuiltinNames()))
+	}
+	prof, err := profileOf(*model)
+	if err != nil {
+		return err
+	}
+	req := planner.Request{Batch: 1, Frames: *frames, Height: *height, Width: *width, TextLen: *textLen, Steps: *steps, Guidance: *guidance}
+	if err := req.Validate(prof); err != nil {
+		return asUser(err)
+	}
+	pl, err := pf.resolve(prof, req, planningBudgets(dev.bytes, host.bytes))
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := writePlan(*out, pl.plan); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return planner.WriteJSON(e.stdout, *pl.pred)
+	}
+	return planner.WriteTable(e.stdout, *pl.pred)
+}
+
+// profileOf profiles a folder or a built-in model.
+func profileOf(spec string) (*planner.Profile, error) {
+	if st, err := os.Stat(spec); err == nil && st.IsDir() {
+		if _, err := openFolder(spec); err != nil {
+			return nil, err
+		}
+		p, err := planner.ProfileFromFolder(spec)
+		return p, asUser(err)
+	}
+	p, err := planner.Builtin(spec)
+	return p, asUser(err)
+}
+
+func writePlan(path string, p *residency.Plan) error {
+	if err := checkWritable(path); err != nil {
+		return err
+	}
+	data, err := p.YAML()
+	if isJSONPath(path) {
+		data, err = p.JSON()
+	}
+	if err != nil {
+		return err
+	}
+	return pipelineWriteFile(path, data)
+}
+
+func isJSONPath(p string) bool { return strings.EqualFold(filepath.Ext(p), ".json") }
+
+func pipelineWriteFile(path string, data []byte) error {
+	return pipeline.WriteFileAtomic(path, append(data, '\n'))
+}
+
+func joinNames(names []string) string { return strings.Join(names, ", ") }

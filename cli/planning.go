@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"ferry/hwprofile"
+	"ferry/planner"
+	"ferry/residency"
+)
+
+// planFlags choose a plan: --plan NAME|FILE, the FastVideo flags, and the
+// options some presets take.
+type planFlags struct {
+	spec           string
+	blocksPerGroup int
+	useStream      bool
+	vramLimit      sizeFlag
+	fastVideo      map[string]*bool
+	hwOverrides    map[string]*float64
+}
+
+func (p *planFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&p.spec, "plan", "", "residency plan: a preset ("+strings.Join(planner.PresetNames(), ", ")+") or a plan file (.json/.yaml); default auto")
+	fs.IntVar(&p.blocksPerGroup, "blocks-per-group", 1, "group-offload: blocks per group")
+	fs.BoolVar(&p.useStream, "use-stream", false, "group-offload: overlap copies with compute")
+	fs.Var(&p.vramLimit, "vram-limit", "vram-limit preset: the limit (default --device-mem)")
+	p.fastVideo = map[string]*bool{}
+	for _, name := range planner.FlagNames() {
+		p.fastVideo[name] = fs.Bool(name, false, "FastVideo's --"+name)
+	}
+	p.hwOverrides = map[string]*float64{}
+	for _, f := range hwprofile.Flags() {
+		p.hwOverrides[f.Name] = fs.Float64(f.Name, 0, "override the calibrated "+f.Help)
+	}
+}
+
+// fastVideoSet lists the FastVideo flags given.
+func (p *planFlags) fastVideoSet() []string {
+	var on []string
+	for _, name := range planner.FlagNames() {
+		if *p.fastVideo[name] {
+			on = append(on, "--"+name)
+		}
+	}
+	return on
+}
+
+// hardware is the calibrated profile (or the built-in default) with the
+// command line's overrides.
+func (p *planFlags) hardware() (hwprofile.Profile, error) {
+	hw, _, err := hwprofile.LoadOrDefault("")
+	if err != nil {
+		return hw, asUser(fmt.Errorf("%w (run ferry calibrate again)", err))
+	}
+	for name, v := range p.hwOverrides {
+		if *v != 0 {
+			if err := hw.Set(name, *v); err != nil {
+				return hw, asUser(err)
+			}
+		}
+	}
+	return hw, nil
+}
+
+// planningBudgets are the budgets the planner plans for: the host budget
+// defaults to this machine's memory less the device budget and 1 GiB for
+// the process itself.
+func planningBudgets(device, host int64) planner.Budgets {
+	if host == 0 {
+		if m := hwprofile.MemoryBytes(); m > 0 {
+			host = max(m-device-1<<30, 1<<30)
+		}
+	}
+	return planner.Budgets{DeviceBytes: device, HostBytes: host}
+}
+
+// planned is a plan with its prediction.
+type planned struct {
+	plan *residency.Plan
+	pred *planner.Prediction
+}
+
+// resolve builds the plan the flags ask for and predicts it.
+func (p *planFlags) resolve(prof *planner.Profile, req planner.Request, b planner.Budgets) (planned, error) {
+	hw, err := p.hardware()
+	if err != nil {
+		return planned{}, err
+	}
+	var plan *residency.Plan
+	if on := p.fastVideoSet(); len(on) > 0 {
+		if p.spec != "" {
+			return planned{}, userf("give either --plan or FastVideo flags (%s), not both", strings.Join(on, " "))
+		}
+		if plan, err = planner.FlagPlan(on); err != nil {
+			return planned{}, asUser(err)
+		}
+	} else {
+		opts := planner.PresetOptions{Profile: prof, HW: hw, Request: req, Budgets: b,
+			VRAMLimit: p.vramLimit.bytes, BlocksPerGroup: p.blocksPerGroup, UseStream: p.useStream}
+		if plan, err = planner.Resolve(p.spec, opts); err != nil {
+			// An unknown preset, a bad plan file or a budget no plan fits:
+			// each is the user's to fix, and each error says how.
+			return planned{}, asUser(err)
+		}
+	}
+	pred, err := planner.Predict(prof, hw, plan, req, b)
+	if err != nil {
+		return planned{}, asUser(err)
+	}
+	return planned{plan: plan, pred: &pred}, nil
+}

@@ -1,0 +1,361 @@
+package hwprofile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"ferry/backend/cpu"
+	"ferry/backend/cpu/gemm"
+	"ferry/dtype"
+	"ferry/tensor"
+)
+
+// Options size a measurement.
+type Options struct {
+	// Small measures tiny problems (for tests): the figures are then
+	// dominated by overheads and only show that every probe runs.
+	Small bool
+	// TempDir holds the disk probe's file ("" for os.TempDir()).
+	TempDir string
+	// Gemm restricts the GEMM probe to these implementations (nil: every
+	// one gemm.Available lists except the naive reference).
+	Gemm []string
+	// Log, when set, is told what is being measured.
+	Log func(format string, args ...any)
+}
+
+// SuspectDiskGBps is the read rate above which the disk figure is taken to
+// come from the page cache rather than the device.
+const SuspectDiskGBps = 2.0
+
+// sizes are the probe dimensions.
+type sizes struct {
+	gemm             [][3]int // m, n, k of Linear(x[m,k], w[n,k])
+	attnL, attnHeads int
+	convC            [3]int // channels of the large, mid and small probes
+	convT, convHW    int
+	streamElems      int // elementwise and upload probes
+	touchBytes       int64
+	diskBytes        int64
+	minTime          time.Duration // per probe
+}
+
+func sizesFor(small bool) sizes {
+	if small {
+		return sizes{gemm: [][3]int{{64, 64, 64}}, attnL: 64, attnHeads: 1, convC: [3]int{4, 2, 1}, convT: 2, convHW: 8,
+			streamElems: 1 << 14, touchBytes: 1 << 20, diskBytes: 1 << 20, minTime: time.Millisecond}
+	}
+	// DiT shapes at the 1.3B model's width: attention projections, the
+	// feed-forward up and down projections, 1024 tokens at a time.
+	return sizes{gemm: [][3]int{{1024, 1536, 1536}, {1024, 8960, 1536}, {1024, 1536, 8960}},
+		attnL: 1024, attnHeads: 4, convC: [3]int{96, 32, 8}, convT: 3, convHW: 64,
+		streamElems: 8 << 20, touchBytes: 64 << 20, diskBytes: 256 << 20, minTime: 250 * time.Millisecond}
+}
+
+// Measure probes this machine. Every probe runs through the CPU backend
+// the pipelines use, so the figures include its overheads.
+func Measure(opts Options) (Profile, error) {
+	logf := opts.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	sz := sizesFor(opts.Small)
+	p := Default()
+	p.Source, p.MeasuredAt, p.CPU, p.Cores = "measured", time.Now().UTC().Format(time.RFC3339), cpuName(), runtime.NumCPU()
+	p.MemoryBytes = MemoryBytes()
+
+	impls, err := gemmImpls(opts.Gemm, opts.Small)
+	if err != nil {
+		return Profile{}, err
+	}
+	p.Gemm = nil
+	for _, impl := range impls {
+		logf("gemm %s", impl.Name())
+		p.Gemm = append(p.Gemm, measureGemm(impl, sz))
+	}
+	sort.SliceStable(p.Gemm, func(i, j int) bool { return p.Gemm[i].GFLOPS > p.Gemm[j].GFLOPS })
+	p.GemmDefault = gemm.Best().Name()
+
+	be := cpu.New(cpu.NewDevice(0), gemm.Best())
+	logf("attention, convolution, elementwise")
+	p.AttentionGFLOPS = measureAttention(be, sz)
+	p.ConvGFLOPS = measureConv(be, sz, sz.convC[0])
+	p.ConvMidGFLOPS = measureConv(be, sz, sz.convC[1])
+	p.ConvSmallGFLOPS = measureConv(be, sz, sz.convC[2])
+	p.MemGBps = measureStream(be, sz)
+	p.OpOverheadUs = measureOverhead(be, sz)
+	logf("host->device copy")
+	p.H2DGBps = measureUpload(be, sz, dtype.BF16)
+	p.H2DF32GBps = measureUpload(be, sz, dtype.F32)
+	p.FirstTouchUsPerPage = measureFirstTouch(sz)
+	logf("copy-compute overlap")
+	p.CopyOverlap = measureOverlap(be, sz)
+	logf("disk")
+	if err := measureDisk(&p, opts.TempDir, sz); err != nil {
+		return Profile{}, err
+	}
+	return p, p.Validate()
+}
+
+func gemmImpls(names []string, small bool) ([]gemm.Impl, error) {
+	if len(names) == 0 {
+		var out []gemm.Impl
+		for _, impl := range gemm.Available() {
+			if impl.Name() != "naive" || small {
+				out = append(out, impl)
+			}
+		}
+		return out, nil
+	}
+	var out []gemm.Impl
+	for _, n := range names {
+		impl, err := gemm.Select(n)
+		if err != nil {
+			return nil, fmt.Errorf("calibrate: %w", err)
+		}
+		out = append(out, impl)
+	}
+	return out, nil
+}
+
+// timeIt runs fn once to warm up, then until minTime has passed (at least
+// three times), and returns the median seconds per run.
+func timeIt(minTime time.Duration, fn func()) float64 {
+	fn()
+	var runs []float64
+	start := time.Now()
+	for len(runs) < 3 || time.Since(start) < minTime {
+		t0 := time.Now()
+		fn()
+		runs = append(runs, time.Since(t0).Seconds())
+		if len(runs) >= 50 {
+			break
+		}
+	}
+	sort.Float64s(runs)
+	return max(runs[len(runs)/2], 1e-9)
+}
+
+func measureGemm(impl gemm.Impl, sz sizes) GemmRate {
+	ops := tensor.NewOps(cpu.New(cpu.NewDevice(0), impl))
+	r := GemmRate{Name: impl.Name()}
+	var flops, secs float64
+	for _, s := range sz.gemm {
+		m, n, k := s[0], s[1], s[2]
+		x, w := ops.Zeros(m, k), ops.Zeros(n, k)
+		sec := timeIt(sz.minTime/time.Duration(len(sz.gemm)), func() { ops.Linear(x, w, nil).Free() })
+		tensor.Free(x, w)
+		g := 2 * float64(m) * float64(n) * float64(k) / sec / 1e9
+		r.Shapes = append(r.Shapes, ShapeRate{M: m, N: n, K: k, GFLOPS: g})
+		flops += 2 * float64(m) * float64(n) * float64(k)
+		secs += sec
+	}
+	// The rate of the whole mix (total flops over total time), which is
+	// what a transformer block's products add up to.
+	r.GFLOPS = flops / secs / 1e9
+	return r
+}
+
+func measureAttention(be *cpu.Backend, sz sizes) float64 {
+	ops := tensor.NewOps(be)
+	const d = 128
+	q := ops.Zeros(1, sz.attnL, sz.attnHeads, d)
+	defer q.Free()
+	sec := timeIt(sz.minTime, func() { ops.Attention(q, q, q, nil, 0.1).Free() })
+	return 4 * float64(sz.attnL) * float64(sz.attnL) * float64(sz.attnHeads*d) / sec / 1e9
+}
+
+func measureConv(be *cpu.Backend, sz sizes, c int) float64 {
+	ops := tensor.NewOps(be)
+	t, hw := sz.convT, sz.convHW
+	x := ops.Zeros(1, c, t, hw, hw)
+	w := ops.Zeros(c, c, 3, 3, 3)
+	defer tensor.Free(x, w)
+	sec := timeIt(sz.minTime/2, func() { ops.Conv(x, w, nil, []int{1, 1, 1}, []int{1, 1, 1}).Free() })
+	return 2 * float64(c*c*27) * float64(t*hw*hw) / sec / 1e9
+}
+
+// measureStream times an out-of-place affine: one read and one write per
+// element, as norms and activations stream.
+func measureStream(be *cpu.Backend, sz sizes) float64 {
+	ops := tensor.NewOps(be)
+	x := ops.Zeros(sz.streamElems)
+	y := ops.Zeros(sz.streamElems)
+	defer tensor.Free(x, y)
+	sec := timeIt(sz.minTime, func() { _ = be.Affine(y, x, 1.5, 0.5) })
+	return 8 * float64(sz.streamElems) / sec / 1e9
+}
+
+// measureOverhead times a layer norm over a small tensor (256 rows of
+// 64): too little work for bandwidth to matter, so its time is the cost of
+// a kernel call.
+func measureOverhead(be *cpu.Backend, sz sizes) float64 {
+	ops := tensor.NewOps(be)
+	x := ops.Zeros(256, 64)
+	defer x.Free()
+	sec := timeIt(sz.minTime/4, func() { ops.LayerNorm(x, nil, nil, 1e-6).Free() })
+	return sec * 1e6
+}
+
+// measureUpload times Backend.Upload of src-typed host bytes into a float32
+// device tensor, in device bytes per second.
+func measureUpload(be *cpu.Backend, sz sizes, src dtype.DType) float64 {
+	ops := tensor.NewOps(be)
+	dst := ops.Zeros(sz.streamElems)
+	defer dst.Free()
+	raw := make([]byte, sz.streamElems*src.Size())
+	sec := timeIt(sz.minTime, func() { _ = be.Upload(dst, raw, src) })
+	return 4 * float64(sz.streamElems) / sec / 1e9
+}
+
+// measureFirstTouch writes fresh device memory twice: the first pass pays
+// the page faults, the second does not.
+func measureFirstTouch(sz sizes) float64 {
+	var per []float64
+	for range 3 {
+		dev := cpu.NewDevice(0)
+		be := cpu.New(dev, gemm.Naive{})
+		ops := tensor.NewOps(be)
+		t := ops.Empty(dtype.F32, int(sz.touchBytes/4))
+		t0 := time.Now()
+		_ = be.Fill(t, 1)
+		first := time.Since(t0)
+		t0 = time.Now()
+		_ = be.Fill(t, 2)
+		second := time.Since(t0)
+		t.Free()
+		dev.EmptyCache()
+		pages := float64(sz.touchBytes / 4096)
+		per = append(per, max(0, (first-second).Seconds())*1e6/pages)
+	}
+	sort.Float64s(per)
+	return max(per[1], 0.01)
+}
+
+// measureOverlap runs GEMMs alone, uploads alone, then both at once, and
+// reports the fraction of the upload time that the concurrent run hid.
+func measureOverlap(be *cpu.Backend, sz sizes) float64 {
+	ops := tensor.NewOps(be)
+	s := sz.gemm[0]
+	x, w := ops.Zeros(s[0], s[2]), ops.Zeros(s[1], s[2])
+	dst := ops.Zeros(sz.streamElems)
+	defer tensor.Free(x, w, dst)
+	raw := make([]byte, sz.streamElems*2)
+	compute := func(n int) {
+		for range n {
+			ops.Linear(x, w, nil).Free()
+		}
+	}
+	upload := func(n int) {
+		for range n {
+			_ = be.Upload(dst, raw, dtype.BF16)
+		}
+	}
+	nc, nu := 8, 8
+	if sz.minTime < 10*time.Millisecond {
+		nc, nu = 2, 2
+	}
+	compute(1)
+	tc := timeIt(0, func() { compute(nc) })
+	tu := timeIt(0, func() { upload(nu) })
+	both := timeIt(0, func() {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); upload(nu) }()
+		compute(nc)
+		wg.Wait()
+	})
+	hidden := (tc + tu - both) / tu
+	return min(1, max(0, hidden))
+}
+
+// measureDisk writes a file, asks the kernel to drop its pages, and reads
+// it back. A rate above SuspectDiskGBps means the pages came from memory;
+// the profile then keeps a conservative figure.
+func measureDisk(p *Profile, dir string, sz sizes) error {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	f, err := os.CreateTemp(dir, "ferry-calibrate-*")
+	if err != nil {
+		return fmt.Errorf("calibrate disk: %w", err)
+	}
+	path := f.Name()
+	defer os.Remove(path)
+	chunk := make([]byte, min(sz.diskBytes, 8<<20))
+	for i := range chunk {
+		chunk[i] = byte(i * 31)
+	}
+	for off := int64(0); off < sz.diskBytes; off += int64(len(chunk)) {
+		if _, err := f.Write(chunk); err != nil {
+			f.Close()
+			return fmt.Errorf("calibrate disk: %w", err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("calibrate disk: %w", err)
+	}
+	dropped := dropCache(f, sz.diskBytes) == nil
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("calibrate disk: %w", err)
+	}
+	gbps, err := readRate(path, chunk)
+	if err != nil {
+		return err
+	}
+	p.DiskMeasuredGBps = gbps
+	p.DiskGBps = gbps
+	p.DiskSuspect, p.DiskNote = false, fmt.Sprintf("read %s from %s", formatMiB(sz.diskBytes), filepath.Dir(path))
+	if gbps > SuspectDiskGBps || !dropped {
+		why := "served from the page cache"
+		if !dropped {
+			why = "the page cache could not be dropped"
+		}
+		p.DiskSuspect = true
+		p.DiskGBps = Default().DiskGBps
+		p.DiskNote = fmt.Sprintf("measured %.2f GB/s, suspect (%s); using %.2f GB/s — set --disk-gbps to override", gbps, why, p.DiskGBps)
+	}
+	return nil
+}
+
+func readRate(path string, buf []byte) (float64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("calibrate disk: %w", err)
+	}
+	defer f.Close()
+	t0 := time.Now()
+	var n int64
+	for {
+		k, err := f.Read(buf)
+		n += int64(k)
+		if err != nil || k == 0 {
+			break
+		}
+	}
+	sec := max(time.Since(t0).Seconds(), 1e-9)
+	return float64(n) / sec / 1e9, nil
+}
+
+func formatMiB(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
+
+// cpuName reads the CPU model from /proc/cpuinfo where there is one.
+func cpuName() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}

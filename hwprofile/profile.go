@@ -1,0 +1,384 @@
+// Package hwprofile measures how fast this machine moves and computes what
+// a diffusion pipeline moves and computes, and stores the result.
+//
+// The planner turns a model profile (bytes and FLOPs per block) into
+// predicted time with these figures: GEMM GFLOP/s per implementation,
+// attention and convolution throughput, the host->device copy-and-cast
+// bandwidth (on the CPU backend the bf16->f32 upcast), the cost of touching
+// fresh pages, disk read bandwidth and how much of a copy hides behind
+// compute. Measure takes them (in well under 20 s), Save and Load keep them
+// as JSON under the user's config directory, Set overrides one figure by
+// its flag name, and Default is what the planner uses when nothing was
+// measured.
+package hwprofile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+)
+
+// Version is the layout version of the stored JSON.
+const Version = 1
+
+// Profile is one machine's figures. Bandwidths are in GB/s (1e9 bytes per
+// second), throughputs in GFLOP/s (1e9 floating-point operations per
+// second).
+type Profile struct {
+	Version int `json:"version"`
+	// Source says where the figures come from: "default", "measured", with
+	// "+override" appended once a figure was overridden.
+	Source     string `json:"source"`
+	MeasuredAt string `json:"measured_at,omitempty"` // RFC 3339
+	CPU        string `json:"cpu,omitempty"`
+	Cores      int    `json:"cores"`
+	// MemoryBytes is the machine's RAM (MemTotal), 0 when unknown. On the
+	// CPU backend the device and host budgets both come out of it.
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+
+	// Gemm holds one entry per GEMM implementation measured, fastest first.
+	Gemm []GemmRate `json:"gemm"`
+	// GemmDefault names the implementation the runtime uses by default
+	// (gemm.Best); GEMMGFLOPS without a name returns its rate.
+	GemmDefault string `json:"gemm_default"`
+
+	// AttentionGFLOPS counts 4·Lq·Lk·D flops per (batch, head).
+	AttentionGFLOPS float64 `json:"attention_gflops"`
+	// ConvGFLOPS counts 2·O·C·kernel·positions flops of a convolution
+	// whose reduction (C·kernel) is large (96 channels, 3×3×3: 2592);
+	// ConvMidGFLOPS and ConvSmallGFLOPS of reductions of 864 and 216 (32
+	// and 8 channels), where the GEMM under the convolution is far less
+	// efficient.
+	ConvGFLOPS      float64 `json:"conv_gflops"`
+	ConvMidGFLOPS   float64 `json:"conv_mid_gflops"`
+	ConvSmallGFLOPS float64 `json:"conv_small_gflops"`
+	// MemGBps is the elementwise streaming rate (bytes read plus written)
+	// of norms, adds and activations.
+	MemGBps float64 `json:"mem_gbps"`
+	// OpOverheadUs is the fixed cost of one kernel call (dispatch to the
+	// thread pool, allocation), in microseconds: what dominates small
+	// shapes.
+	OpOverheadUs float64 `json:"op_overhead_us"`
+
+	// H2DGBps is the host->device copy of bf16 weights into float32 device
+	// tensors, in device (output) bytes per second.
+	H2DGBps float64 `json:"h2d_gbps"`
+	// H2DF32GBps is the same for float32 storage (a plain copy).
+	H2DF32GBps float64 `json:"h2d_f32_gbps"`
+	// FirstTouchUsPerPage is the extra cost of writing a fresh 4 KiB page
+	// of newly reserved device memory, in microseconds.
+	FirstTouchUsPerPage float64 `json:"first_touch_us_per_page"`
+
+	// DiskGBps is the figure used for reads from checkpoints. When the
+	// measurement was served from the page cache (DiskSuspect) it holds a
+	// conservative default and DiskMeasuredGBps the suspect figure.
+	DiskGBps         float64 `json:"disk_gbps"`
+	DiskMeasuredGBps float64 `json:"disk_measured_gbps,omitempty"`
+	DiskSuspect      bool    `json:"disk_suspect,omitempty"`
+	DiskNote         string  `json:"disk_note,omitempty"`
+
+	// CopyOverlap is the fraction of a weight copy that hides behind
+	// compute when both run at once (1: free, 0: they take turns). On the
+	// CPU backend both share the cores.
+	CopyOverlap float64 `json:"copy_overlap"`
+
+	// GPU lists accelerators; empty until the CUDA backend exists.
+	GPU []GPU `json:"gpu,omitempty"`
+}
+
+// GemmRate is one GEMM implementation's throughput: total flops over
+// total time of the DiT-shaped products in Shapes.
+type GemmRate struct {
+	Name   string      `json:"name"`
+	GFLOPS float64     `json:"gflops"`
+	Shapes []ShapeRate `json:"shapes,omitempty"`
+}
+
+// ShapeRate is one measured product: C[M,N] = A[M,K]·B[K,N].
+type ShapeRate struct {
+	M      int     `json:"m"`
+	N      int     `json:"n"`
+	K      int     `json:"k"`
+	GFLOPS float64 `json:"gflops"`
+}
+
+// GPU is the entry the CUDA backend will fill: one per device. It is part
+// of the file format now so that profiles written later read the same way;
+// nothing measures or uses it yet.
+type GPU struct {
+	Name            string  `json:"name"`
+	MemoryBytes     int64   `json:"memory_bytes"`
+	GemmTFLOPS      float64 `json:"gemm_tflops"`      // bf16 tensor-core GEMM at DiT shapes
+	AttentionTFLOPS float64 `json:"attention_tflops"` // fused attention
+	H2DGBps         float64 `json:"h2d_gbps"`         // pinned host -> device
+	D2HGBps         float64 `json:"d2h_gbps"`         // device -> pinned host
+	PageableH2DGBps float64 `json:"pageable_h2d_gbps"`
+}
+
+// Default is the profile used when nothing was calibrated: conservative
+// figures for a 2-core AVX-512 cloud VM (roughly half of what this class of
+// machine measures when it is not shared; calibrated runs here measured
+// 75-410 GFLOP/s GEMM, 15-140 GFLOP/s attention, 120 GFLOP/s convolution,
+// 17-28 GB/s bf16 upload), scaled by the cores present, with a disk slower
+// than most.
+func Default() Profile {
+	cores := runtime.NumCPU()
+	scale := float64(max(1, min(cores, 64))) / 2 // the figures are for 2 cores
+	return Profile{
+		Version:             Version,
+		Source:              "default",
+		Cores:               cores,
+		MemoryBytes:         MemoryBytes(),
+		Gemm:                []GemmRate{{Name: "openblas", GFLOPS: 200 * scale}, {Name: "go", GFLOPS: 180 * scale}, {Name: "naive", GFLOPS: 1}},
+		GemmDefault:         "openblas",
+		AttentionGFLOPS:     60 * scale,
+		ConvGFLOPS:          80 * scale,
+		ConvMidGFLOPS:       50 * scale,
+		ConvSmallGFLOPS:     8 * scale,
+		MemGBps:             8,
+		OpOverheadUs:        80,
+		H2DGBps:             8,
+		H2DF32GBps:          6,
+		FirstTouchUsPerPage: 10,
+		DiskGBps:            0.5,
+		CopyOverlap:         0.3,
+	}
+}
+
+// MemoryBytes reads MemTotal from /proc/meminfo; 0 where there is none.
+func MemoryBytes() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var kb int64
+		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// GEMMGFLOPS returns the rate of the named implementation ("" for
+// GemmDefault); an unknown name falls back to the default's rate, then to
+// the fastest measured.
+func (p Profile) GEMMGFLOPS(name string) float64 {
+	if name == "" {
+		name = p.GemmDefault
+	}
+	for _, g := range p.Gemm {
+		if g.Name == name {
+			return g.GFLOPS
+		}
+	}
+	for _, g := range p.Gemm {
+		if g.Name == p.GemmDefault {
+			return g.GFLOPS
+		}
+	}
+	if len(p.Gemm) > 0 {
+		return p.Gemm[0].GFLOPS
+	}
+	return Default().Gemm[0].GFLOPS
+}
+
+// Validate reports figures that would make predictions meaningless.
+func (p Profile) Validate() error {
+	for _, f := range fields() {
+		if f.get == nil || f.name == "copy-overlap" {
+			continue
+		}
+		if v := *f.get(&p); !(v > 0) {
+			return fmt.Errorf("hardware profile: %s is %g, want > 0 (measure with `ferry calibrate` or set --%s)", f.name, v, f.name)
+		}
+	}
+	if p.CopyOverlap < 0 || p.CopyOverlap > 1 {
+		return fmt.Errorf("hardware profile: copy-overlap %g must be within [0, 1]", p.CopyOverlap)
+	}
+	if len(p.Gemm) == 0 {
+		return errors.New("hardware profile: no GEMM rate (measure with `ferry calibrate` or set --gemm-gflops)")
+	}
+	return nil
+}
+
+// field is one overridable figure, named as its command-line flag.
+type field struct {
+	name, help string
+	get        func(p *Profile) *float64
+}
+
+func fields() []field {
+	return []field{
+		// gemm-gflops has no single field: Set writes the default
+		// implementation's entry of Gemm.
+		{"gemm-gflops", "GEMM GFLOP/s of the default implementation", nil},
+		{"attention-gflops", "attention GFLOP/s", func(p *Profile) *float64 { return &p.AttentionGFLOPS }},
+		{"conv-gflops", "convolution GFLOP/s, large reductions (96 channels)", func(p *Profile) *float64 { return &p.ConvGFLOPS }},
+		{"conv-mid-gflops", "convolution GFLOP/s, 32 channels", func(p *Profile) *float64 { return &p.ConvMidGFLOPS }},
+		{"conv-small-gflops", "convolution GFLOP/s, 8 channels", func(p *Profile) *float64 { return &p.ConvSmallGFLOPS }},
+		{"mem-gbps", "elementwise memory bandwidth, GB/s", func(p *Profile) *float64 { return &p.MemGBps }},
+		{"op-overhead-us", "fixed cost of one kernel call, µs", func(p *Profile) *float64 { return &p.OpOverheadUs }},
+		{"h2d-gbps", "host->device bf16->f32 copy, device GB/s", func(p *Profile) *float64 { return &p.H2DGBps }},
+		{"h2d-f32-gbps", "host->device f32 copy, GB/s", func(p *Profile) *float64 { return &p.H2DF32GBps }},
+		{"first-touch-us", "first touch of a fresh 4 KiB page, µs", func(p *Profile) *float64 { return &p.FirstTouchUsPerPage }},
+		{"disk-gbps", "checkpoint read bandwidth, GB/s", func(p *Profile) *float64 { return &p.DiskGBps }},
+		{"copy-overlap", "fraction of a copy hidden behind compute, 0..1", func(p *Profile) *float64 { return &p.CopyOverlap }},
+	}
+}
+
+// Flag is an overridable figure: its flag name (without dashes) and help.
+type Flag struct{ Name, Help string }
+
+// Flags lists the figures Set accepts, for the CLI to register.
+func Flags() []Flag {
+	var out []Flag
+	for _, f := range fields() {
+		out = append(out, Flag{Name: f.name, Help: f.help})
+	}
+	return out
+}
+
+// Set overrides one figure by its flag name, e.g. Set("disk-gbps", 1.5).
+func (p *Profile) Set(name string, v float64) error {
+	name = strings.TrimLeft(name, "-")
+	if !(v > 0) && !(name == "copy-overlap" && v == 0) {
+		return fmt.Errorf("hardware profile: --%s %g must be > 0", name, v)
+	}
+	if name == "copy-overlap" && v > 1 {
+		return fmt.Errorf("hardware profile: --copy-overlap %g must be within [0, 1]", v)
+	}
+	if name == "gemm-gflops" {
+		p.setGemm(v)
+		p.markOverride()
+		return nil
+	}
+	for _, f := range fields() {
+		if f.name == name && f.get != nil {
+			*f.get(p) = v
+			if name == "disk-gbps" {
+				p.DiskSuspect, p.DiskNote = false, "set by --disk-gbps"
+			}
+			p.markOverride()
+			return nil
+		}
+	}
+	var names []string
+	for _, f := range Flags() {
+		names = append(names, f.Name)
+	}
+	sort.Strings(names)
+	return fmt.Errorf("hardware profile: no figure %q (have %s)", name, strings.Join(names, ", "))
+}
+
+func (p *Profile) setGemm(v float64) {
+	if p.GemmDefault == "" {
+		p.GemmDefault = "openblas"
+	}
+	for i := range p.Gemm {
+		if p.Gemm[i].Name == p.GemmDefault {
+			p.Gemm[i].GFLOPS = v
+			return
+		}
+	}
+	p.Gemm = append([]GemmRate{{Name: p.GemmDefault, GFLOPS: v}}, p.Gemm...)
+}
+
+func (p *Profile) markOverride() {
+	if !strings.HasSuffix(p.Source, "+override") {
+		p.Source += "+override"
+	}
+}
+
+// Path is where Save writes by default:
+// os.UserConfigDir()/ferry/hardware.json.
+func Path() (string, error) {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("hardware profile: no config directory: %w", err)
+	}
+	return filepath.Join(dir, "ferry", "hardware.json"), nil
+}
+
+// Save writes p as JSON to path ("" for Path()), creating the directory,
+// through a temp file and a rename so that a reader never sees half a file.
+func Save(p Profile, path string) error {
+	if path == "" {
+		var err error
+		if path, err = Path(); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("save hardware profile: %w", err)
+	}
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save hardware profile: %w", err)
+	}
+	return writeAtomic(path, append(data, '\n'))
+}
+
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("save hardware profile: %w", err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(data)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, path)
+	}
+	if werr != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("save hardware profile %s: %w", path, werr)
+	}
+	return nil
+}
+
+// Load reads a profile from path ("" for Path()).
+func Load(path string) (Profile, error) {
+	if path == "" {
+		var err error
+		if path, err = Path(); err != nil {
+			return Profile{}, err
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Profile{}, fmt.Errorf("load hardware profile: %w", err)
+	}
+	var p Profile
+	if err := json.Unmarshal(data, &p); err != nil {
+		return Profile{}, fmt.Errorf("load hardware profile %s: %w", path, err)
+	}
+	if p.Version != Version {
+		return Profile{}, fmt.Errorf("load hardware profile %s: version %d, want %d (run `ferry calibrate` again)", path, p.Version, Version)
+	}
+	if err := p.Validate(); err != nil {
+		return Profile{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// LoadOrDefault loads the stored profile, or returns Default when none was
+// saved; found says which. A stored file that does not parse is an error.
+func LoadOrDefault(path string) (p Profile, found bool, err error) {
+	p, err = Load(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Default(), false, nil
+	}
+	if err != nil {
+		return Profile{}, false, err
+	}
+	return p, true, nil
+}

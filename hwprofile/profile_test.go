@@ -1,0 +1,137 @@
+package hwprofile
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "hardware.json")
+	p := Default()
+	p.Source, p.CPU = "measured", "test cpu"
+	p.Gemm = append(p.Gemm, GemmRate{Name: "x", GFLOPS: 7, Shapes: []ShapeRate{{M: 1, N: 2, K: 3, GFLOPS: 7}}})
+	p.GPU = []GPU{{Name: "none yet", MemoryBytes: 1}}
+	if err := Save(p, path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, p) {
+		t.Fatalf("round trip changed the profile:\n got %+v\nwant %+v", got, p)
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*tmp*"))
+	if len(left) != 0 {
+		t.Fatalf("temp files left behind: %v", left)
+	}
+}
+
+func TestLoadOrDefault(t *testing.T) {
+	dir := t.TempDir()
+	p, found, err := LoadOrDefault(filepath.Join(dir, "missing.json"))
+	if err != nil || found || p.Source != "default" {
+		t.Fatalf("missing file: got %v found=%v err=%v, want the default", p.Source, found, err)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadOrDefault(bad); err == nil {
+		t.Fatal("a broken file loaded without error")
+	}
+	old := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(old, []byte(`{"version": 0}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(old); err == nil || !strings.Contains(err.Error(), "version") {
+		t.Fatalf("old version: err %v, want a version error", err)
+	}
+}
+
+func TestSet(t *testing.T) {
+	tests := []struct {
+		name    string
+		value   float64
+		check   func(p Profile) float64
+		wantErr string
+	}{
+		{"disk-gbps", 1.25, func(p Profile) float64 { return p.DiskGBps }, ""},
+		{"--h2d-gbps", 3, func(p Profile) float64 { return p.H2DGBps }, ""},
+		{"gemm-gflops", 123, func(p Profile) float64 { return p.GEMMGFLOPS("") }, ""},
+		{"attention-gflops", 9, func(p Profile) float64 { return p.AttentionGFLOPS }, ""},
+		{"copy-overlap", 0, func(p Profile) float64 { return p.CopyOverlap }, ""},
+		{"copy-overlap", 2, nil, "within"},
+		{"disk-gbps", -1, nil, "> 0"},
+		{"warp-speed", 1, nil, "have"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Default()
+			p.DiskSuspect = true
+			err := p.Set(tc.name, tc.value)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.check(p); got != tc.value {
+				t.Fatalf("after Set got %g, want %g", got, tc.value)
+			}
+			if !strings.HasSuffix(p.Source, "+override") {
+				t.Fatalf("source %q does not record the override", p.Source)
+			}
+			if tc.name == "disk-gbps" && p.DiskSuspect {
+				t.Fatal("an explicit disk figure is still marked suspect")
+			}
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestValidateRejectsZero(t *testing.T) {
+	p := Default()
+	p.H2DGBps = 0
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "h2d-gbps") {
+		t.Fatalf("err %v, want one naming h2d-gbps", err)
+	}
+}
+
+func TestMeasureSmall(t *testing.T) {
+	p, err := Measure(Options{Small: true, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/proc/meminfo"); err == nil && p.MemoryBytes <= 0 {
+		t.Errorf("memory %d bytes on a machine with /proc/meminfo", p.MemoryBytes)
+	}
+	if p.Source != "measured" || p.MeasuredAt == "" || len(p.Gemm) == 0 {
+		t.Fatalf("profile %+v lacks measured fields", p)
+	}
+	for _, g := range p.Gemm {
+		if !(g.GFLOPS > 0) || len(g.Shapes) == 0 {
+			t.Fatalf("gemm %s: %+v", g.Name, g)
+		}
+	}
+	for name, v := range map[string]float64{"attention": p.AttentionGFLOPS, "conv": p.ConvGFLOPS, "conv mid": p.ConvMidGFLOPS, "conv small": p.ConvSmallGFLOPS, "mem": p.MemGBps, "op overhead": p.OpOverheadUs,
+		"h2d": p.H2DGBps, "h2d f32": p.H2DF32GBps, "disk": p.DiskGBps, "first touch": p.FirstTouchUsPerPage} {
+		if !(v > 0) {
+			t.Errorf("%s = %g, want > 0", name, v)
+		}
+	}
+	if p.DiskSuspect != (p.DiskMeasuredGBps > SuspectDiskGBps) && p.DiskNote == "" {
+		t.Errorf("disk suspect flag %v does not match the measured %g GB/s", p.DiskSuspect, p.DiskMeasuredGBps)
+	}
+	if p.DiskSuspect && p.DiskGBps != Default().DiskGBps {
+		t.Errorf("suspect disk figure kept: %g", p.DiskGBps)
+	}
+}

@@ -1,0 +1,96 @@
+package planner
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"ferry/checkpoint"
+	"ferry/dtype"
+	"ferry/model/umt5"
+	"ferry/model/wan"
+	"ferry/model/wanvae"
+)
+
+// ProfileFromFolder builds a profile from a diffusers Wan pipeline folder's
+// model_index.json and config files. No weights are read. A component's
+// storage dtype comes from its config's torch_dtype; when the config has
+// none, from the first float tensor in the header of one of its
+// safetensors files (the header only).
+func ProfileFromFolder(dir string) (*Profile, error) {
+	f, err := checkpoint.OpenFolder(dir)
+	if err != nil {
+		return nil, fmt.Errorf("planner: %w", err)
+	}
+	defer f.Close()
+	raw := map[string][]byte{}
+	for _, name := range []string{TextEncoder, Transformer, VAE} {
+		c, err := f.Component(name)
+		if err != nil {
+			return nil, fmt.Errorf("planner: %w", err)
+		}
+		path, err := c.ConfigPath()
+		if err != nil {
+			return nil, fmt.Errorf("planner: %w", err)
+		}
+		if raw[name], err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("planner: read %s config: %w", name, err)
+		}
+	}
+	text, err := umt5.ParseConfig(raw[TextEncoder])
+	if err != nil {
+		return nil, fmt.Errorf("planner: %s: %w", dir, err)
+	}
+	tr, err := wan.ParseConfig(raw[Transformer])
+	if err != nil {
+		return nil, fmt.Errorf("planner: %s: %w", dir, err)
+	}
+	vae, err := wanvae.ParseConfig(raw[VAE])
+	if err != nil {
+		return nil, fmt.Errorf("planner: %s: %w", dir, err)
+	}
+	p, err := NewWanProfileVAE(filepath.Base(filepath.Clean(dir)), text, tr, vae)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range p.Components {
+		comp, _ := f.Component(c.Name)
+		if dt, ok := storageOf(raw[c.Name], comp.Dir); ok {
+			c.Storage = dt
+		}
+	}
+	return p, nil
+}
+
+// storageOf reads torch_dtype from a config, or the dtype of the first
+// float tensor in a safetensors header in dir.
+func storageOf(config []byte, dir string) (dtype.DType, bool) {
+	var c struct {
+		TorchDType string `json:"torch_dtype"`
+	}
+	if err := jsonUnmarshal(config, &c); err == nil {
+		switch strings.ToLower(c.TorchDType) {
+		case "float32":
+			return dtype.F32, true
+		case "bfloat16":
+			return dtype.BF16, true
+		case "float16":
+			return dtype.F16, true
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	for _, path := range files {
+		h, err := checkpoint.Open(path)
+		if err != nil {
+			continue
+		}
+		defer h.Close()
+		for _, t := range h.Tensors() {
+			if t.DType.IsFloat() {
+				return t.DType, true
+			}
+		}
+	}
+	return 0, false
+}

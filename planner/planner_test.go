@@ -1,0 +1,415 @@
+package planner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"ferry/checkpoint"
+	"ferry/dtype"
+	"ferry/hwprofile"
+	"ferry/residency"
+)
+
+func mustBuiltin(t *testing.T, name string) *Profile {
+	t.Helper()
+	p, err := Builtin(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// requestFor is a request each built-in profile is tested at: the tiny
+// model at a tiny shape, the real ones at Wan's 480p (fewer frames keeps
+// the test short; the planner's cost does not depend on the shape).
+func requestFor(name string) Request {
+	if name == "wan-tiny" {
+		return Request{Frames: 9, Height: 64, Width: 96, TextLen: 16, Steps: 3, Guidance: 5}
+	}
+	r := DefaultRequest()
+	r.Frames = 33
+	return r
+}
+
+func TestBuiltinSizes(t *testing.T) {
+	tests := []struct {
+		model, comp string
+		lo, hi      float64 // parameter count bounds
+	}{
+		{"wan2.1-t2v-1.3b", Transformer, 1.3e9, 1.5e9},
+		{"wan2.1-t2v-14b", Transformer, 13.5e9, 15e9},
+		{"wan2.1-t2v-1.3b", TextEncoder, 4.5e9, 4.8e9}, // 24 layers; the 1.05B-row table is read by row
+		{"wan2.1-t2v-1.3b", VAE, 6e7, 8e7},
+	}
+	for _, tc := range tests {
+		p := mustBuiltin(t, tc.model)
+		var n int64
+		for _, b := range p.Component(tc.comp).Blocks {
+			n += b.Params()
+		}
+		if float64(n) < tc.lo || float64(n) > tc.hi {
+			t.Errorf("%s %s: %d parameters, want within [%g, %g]", tc.model, tc.comp, n, tc.lo, tc.hi)
+		}
+	}
+	if _, err := Builtin("wan3-imaginary"); err == nil || !strings.Contains(err.Error(), "wan-tiny") {
+		t.Errorf("unknown model: err %v, want one listing the built-ins", err)
+	}
+}
+
+func TestProfileFromFolder(t *testing.T) {
+	p, err := ProfileFromFolder("testdata/wan_pipeline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range p.Components {
+		if c.Storage != dtype.F32 {
+			t.Errorf("%s: storage %v, want F32 (torch_dtype)", c.Name, c.Storage)
+		}
+	}
+	// The transformer's blocks must hold exactly the checkpoint's tensors.
+	f, err := checkpoint.Open("testdata/wan_pipeline/transformer/diffusion_pytorch_model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var want int64
+	for _, info := range f.Tensors() {
+		want += info.Elements()
+	}
+	var got int64
+	for _, b := range p.Component(Transformer).Blocks {
+		got += b.Params()
+	}
+	if got != want || len(p.Component(Transformer).Blocks) != p.Wan.NumLayers+2 {
+		t.Errorf("transformer: %d parameters in %d blocks, checkpoint has %d", got, len(p.Component(Transformer).Blocks), want)
+	}
+	if _, err := ProfileFromFolder(t.TempDir()); err == nil {
+		t.Error("an empty folder gave a profile")
+	}
+}
+
+func TestPresetsValidate(t *testing.T) {
+	p := mustBuiltin(t, "wan-tiny")
+	opts := PresetOptions{Profile: p, HW: hwprofile.Default(), Request: requestFor("wan-tiny"), Budgets: Budgets{DeviceBytes: 64 << 20}}
+	for _, name := range PresetNames() {
+		t.Run(name, func(t *testing.T) {
+			plan, err := Preset(name, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := plan.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if PresetHelp(name) == "" {
+				t.Error("no help text")
+			}
+			pred, err := Predict(p, opts.HW, plan, opts.Request, opts.Budgets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !(pred.TotalS > 0) || pred.PeakDeviceBytes <= 0 {
+				t.Errorf("prediction %+v has no time or peak", pred)
+			}
+		})
+	}
+	if _, err := Preset("level9", opts); err == nil || !strings.Contains(err.Error(), "level3") {
+		t.Errorf("unknown preset: err %v, want one listing the presets", err)
+	}
+}
+
+func TestLevels(t *testing.T) {
+	for n, want := range []struct {
+		tile      bool
+		text, dit residency.Placement
+	}{
+		{false, residency.Resident, residency.Resident},
+		{true, residency.Resident, residency.Resident},
+		{true, residency.Host, residency.Resident},
+		{true, residency.Host, residency.Stream},
+	} {
+		p := level(n)
+		if (p.Run.VAETile > 0) != want.tile || p.For(TextEncoder).Placement != want.text || p.For(Transformer).Placement != want.dit {
+			t.Errorf("level%d = %+v, want tile %v, text %s, transformer %s", n, p, want.tile, want.text, want.dit)
+		}
+	}
+}
+
+func TestFlagPlan(t *testing.T) {
+	tests := []struct {
+		flags   []string
+		comp    string
+		want    residency.ComponentPlan
+		wantErr string
+	}{
+		{[]string{"--dit-layerwise-offload"}, Transformer, residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost, Prefetch: 1}, ""},
+		{[]string{"--dit-cpu-offload"}, Transformer, residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost}, ""},
+		{[]string{"--dit-cpu-offload", "--dit-layerwise-offload"}, Transformer, residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost, Prefetch: 1}, ""},
+		{[]string{"text-encoder-cpu-offload"}, TextEncoder, residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost}, ""},
+		{[]string{"--vae-cpu-offload=true"}, VAE, residency.ComponentPlan{Placement: residency.Onload, Tier: residency.TierHost}, ""},
+		{[]string{"--vae-cpu-offload=false"}, VAE, residency.ComponentPlan{Placement: residency.Resident, Tier: residency.TierHost}, ""},
+		{[]string{"--pin-cpu-memory", "--image-encoder-cpu-offload"}, Transformer, residency.ComponentPlan{Placement: residency.Resident, Tier: residency.TierHost}, ""},
+		{[]string{"--use-fsdp-inference"}, "", residency.ComponentPlan{}, "one device"},
+		{[]string{"--warp-drive"}, "", residency.ComponentPlan{}, "dit-layerwise-offload"},
+		{[]string{"--vae-cpu-offload=maybe"}, "", residency.ComponentPlan{}, "true or false"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
+			p, err := FlagPlan(tc.flags)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := p.For(tc.comp)
+			if got.Placement != tc.want.Placement || got.Tier != tc.want.Tier || got.Prefetch != tc.want.Prefetch {
+				t.Errorf("%s: %+v, want %+v", tc.comp, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGroupOffload(t *testing.T) {
+	for _, tc := range []struct {
+		n      int
+		stream bool
+		k      int
+	}{{1, false, 0}, {1, true, 1}, {4, false, 3}, {4, true, 7}} {
+		p, err := GroupOffload(tc.n, tc.stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []string{TextEncoder, Transformer, VAE} {
+			if got := p.For(c); got.Placement != residency.Stream || got.Prefetch != tc.k {
+				t.Errorf("group %d stream %v: %s = %+v, want stream with prefetch %d", tc.n, tc.stream, c, got, tc.k)
+			}
+		}
+	}
+	if _, err := GroupOffload(-1, false); err == nil {
+		t.Error("a negative group size was accepted")
+	}
+}
+
+// TestPredictOrders checks relations the model must keep: streaming holds
+// less than residency, sequential CFG and FFN chunking lower the denoise
+// peak, tiling lowers the decode peak, and disk tiers cost time.
+func TestPredictOrders(t *testing.T) {
+	p := mustBuiltin(t, "wan2.1-t2v-1.3b")
+	hw, req := hwprofile.Default(), requestFor("wan2.1-t2v-1.3b")
+	stream := residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost, Prefetch: 1}
+	base := residency.Uniform("base", stream, TextEncoder, Transformer, VAE)
+	with := func(f func(p *residency.Plan)) *residency.Plan {
+		c := clonePlan(base)
+		f(c)
+		return c
+	}
+	predict := func(plan *residency.Plan) (Prediction, phaseStats) {
+		pr, ph, err := simulate(p, hw, plan, req, Budgets{}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pr, ph
+	}
+	basePred, basePh := predict(base)
+	resPred, _ := predict(&residency.Plan{})
+	if basePred.PeakDeviceBytes >= resPred.PeakDeviceBytes {
+		t.Errorf("streaming peak %d not below resident %d", basePred.PeakDeviceBytes, resPred.PeakDeviceBytes)
+	}
+	_, seqPh := predict(with(func(p *residency.Plan) { p.Run.CFG = residency.CFGSequential }))
+	_, chunkPh := predict(with(func(p *residency.Plan) { p.Run.FFNChunk = 2048 }))
+	_, tilePh := predict(with(func(p *residency.Plan) { p.Run.VAETile, p.Run.VAEStride = 256, 192 }))
+	if seqPh.dev[1] >= basePh.dev[1] || chunkPh.dev[1] >= basePh.dev[1] {
+		t.Errorf("denoise peak: batched %d, sequential %d, chunked %d: want both below batched", basePh.dev[1], seqPh.dev[1], chunkPh.dev[1])
+	}
+	if tilePh.dev[2] >= basePh.dev[2] {
+		t.Errorf("decode peak tiled %d not below untiled %d", tilePh.dev[2], basePh.dev[2])
+	}
+	diskPred, _ := predict(with(func(p *residency.Plan) {
+		c := p.Components[Transformer]
+		c.Tier = residency.TierDisk
+		p.Components[Transformer] = c
+	}))
+	if diskPred.TotalS <= basePred.TotalS || diskPred.PeakHostBytes >= basePred.PeakHostBytes {
+		t.Errorf("disk tier: %.1fs and host %d, host tier %.1fs and host %d: want slower and less host memory",
+			diskPred.TotalS, diskPred.PeakHostBytes, basePred.TotalS, basePred.PeakHostBytes)
+	}
+	k0, k0Ph := predict(with(func(p *residency.Plan) {
+		c := p.Components[Transformer]
+		c.Prefetch = 0
+		p.Components[Transformer] = c
+	}))
+	if k0Ph.dev[1] >= basePh.dev[1] || k0.Components[1].StallS <= basePred.Components[1].StallS {
+		t.Errorf("prefetch 0: denoise peak %d stall %.2fs; prefetch 1: peak %d stall %.2fs: want less memory and more stall",
+			k0Ph.dev[1], k0.Components[1].StallS, basePh.dev[1], basePred.Components[1].StallS)
+	}
+}
+
+func TestPredictOverBudget(t *testing.T) {
+	p := mustBuiltin(t, "wan2.1-t2v-1.3b")
+	pred, err := Predict(p, hwprofile.Default(), &residency.Plan{Name: "resident"}, requestFor("wan2.1-t2v-1.3b"), Budgets{DeviceBytes: 4 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pred.Fits || pred.Problem == "" {
+		t.Fatalf("everything resident in 4 GiB fits? %+v", pred)
+	}
+}
+
+// budgetSweep runs Search from the unconstrained peak down to the
+// smallest feasible device budget and returns the budgets tried.
+func budgetSweep(t *testing.T, p *Profile, req Request, host int64) []Budgets {
+	t.Helper()
+	hw := hwprofile.Default()
+	_, free, err := Search(p, hw, req, Budgets{HostBytes: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ie *InfeasibleError
+	_, _, err = Search(p, hw, req, Budgets{DeviceBytes: 1 << 20, HostBytes: host})
+	if !errors.As(err, &ie) || ie.MinDeviceBytes <= 0 {
+		t.Fatalf("1 MiB device: err %v, want an InfeasibleError naming the smallest device budget", err)
+	}
+	// The top budget fits the unconstrained plan with the planner's margin.
+	bottom := ie.MinDeviceBytes
+	top := max(int64(float64(free.PeakDeviceReservedBytes)*1.05)+4*marginBytes, bottom)
+	var out []Budgets
+	for i := range 5 {
+		d := top - (top-bottom)*int64(i)/4
+		out = append(out, Budgets{DeviceBytes: d, HostBytes: host})
+	}
+	return out
+}
+
+func TestSearchRespectsBudgets(t *testing.T) {
+	hosts := map[string]int64{"wan-tiny": 0, "wan2.1-t2v-1.3b": 64 << 30, "wan2.1-t2v-14b": 160 << 30}
+	for _, name := range BuiltinNames() {
+		t.Run(name, func(t *testing.T) {
+			p, req, hw := mustBuiltin(t, name), requestFor(name), hwprofile.Default()
+			for _, b := range budgetSweep(t, p, req, hosts[name]) {
+				plan, pred, err := Search(p, hw, req, b)
+				if err != nil {
+					t.Fatalf("budget %+v: %v", b, err)
+				}
+				if pred.PeakDeviceReservedBytes > b.DeviceBytes || (b.HostBytes > 0 && pred.PeakHostBytes > b.HostBytes) || !pred.Fits {
+					t.Errorf("budget %+v: plan %s predicts device %d, host %d", b, describe(plan), pred.PeakDeviceReservedBytes, pred.PeakHostBytes)
+				}
+				again, err := Predict(p, hw, plan, req, b)
+				if err != nil || !again.Fits || again.TotalS != pred.TotalS {
+					t.Errorf("budget %+v: the returned plan does not predict the same: %v %+v", b, err, again)
+				}
+				checkNotSlowerThanPresets(t, p, req, b, pred)
+				t.Logf("device %d host %d: %s %+v peak %d, %.0fs", b.DeviceBytes, b.HostBytes, describe(plan), plan.Run, pred.PeakDeviceReservedBytes, pred.TotalS)
+			}
+		})
+	}
+}
+
+func checkNotSlowerThanPresets(t *testing.T, p *Profile, req Request, b Budgets, auto Prediction) {
+	t.Helper()
+	hw := hwprofile.Default()
+	for _, name := range PresetNames() {
+		if name == "auto" {
+			continue
+		}
+		plan, err := Preset(name, PresetOptions{Profile: p, HW: hw, Request: req, Budgets: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pred, err := Predict(p, hw, plan, req, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pred.Fits && pred.TotalS < auto.TotalS*(1-1e-9) {
+			t.Errorf("budget %+v: preset %s (%.3fs) beats auto (%.3fs)", b, name, pred.TotalS, auto.TotalS)
+		}
+	}
+}
+
+func TestInfeasibleNamesMinimum(t *testing.T) {
+	p, req, hw := mustBuiltin(t, "wan2.1-t2v-1.3b"), requestFor("wan2.1-t2v-1.3b"), hwprofile.Default()
+	b := Budgets{DeviceBytes: 4 << 20, HostBytes: 64 << 30}
+	_, _, err := Search(p, hw, req, b)
+	var ie *InfeasibleError
+	if !errors.As(err, &ie) {
+		t.Fatalf("4 MiB device: err %v, want an InfeasibleError", err)
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, "--device-mem") {
+		t.Errorf("message %q: want one line naming --device-mem", msg)
+	}
+	if ie.MinDeviceBytes <= b.DeviceBytes {
+		t.Fatalf("smallest device %d is not above the budget %d that failed", ie.MinDeviceBytes, b.DeviceBytes)
+	}
+	b.DeviceBytes = ie.MinDeviceBytes
+	if _, pred, err := Search(p, hw, req, b); err != nil || pred.PeakDeviceReservedBytes > b.DeviceBytes {
+		t.Errorf("at the named minimum %d: %v (peak %d)", b.DeviceBytes, err, pred.PeakDeviceReservedBytes)
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	p := mustBuiltin(t, "wan-tiny")
+	_, pred, err := Search(p, hwprofile.Default(), requestFor("wan-tiny"), Budgets{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, pred); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(js.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]float64{"peak_device_bytes": float64(pred.PeakDeviceBytes), "peak_host_bytes": float64(pred.PeakHostBytes),
+		"peak_rss_bytes": float64(pred.PeakRSSBytes), "total_s": pred.TotalS, "step_s": pred.StepS} {
+		if got, ok := m[key].(float64); !ok || got != want {
+			t.Errorf("json %s = %v, want %v", key, m[key], want)
+		}
+	}
+	var tab bytes.Buffer
+	if err := WriteTable(&tab, pred); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{TextEncoder, Transformer, VAE, "peak device", "peak host", "peak RSS", "total"} {
+		if !strings.Contains(tab.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tab.String())
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/plan.yaml"
+	data, err := level(3).YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		spec, want, wantErr string
+	}{
+		{"level2", "level2", ""},
+		{path, "level3", ""},
+		{dir + "/missing.yaml", "", "neither a preset"},
+	} {
+		p, err := Resolve(tc.spec, PresetOptions{})
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err %v, want %q", tc.spec, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || p.Name != tc.want {
+			t.Errorf("%s: plan %v, err %v; want %s", tc.spec, p, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,516 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+
+	"ferry/hwprofile"
+	"ferry/residency"
+	"ferry/tensor"
+)
+
+// Prediction is what a plan is expected to cost for a request on a
+// machine. Its JSON carries the report's `predicted` contract:
+// peak_device_bytes, peak_host_bytes, peak_rss_bytes, total_s and step_s.
+type Prediction struct {
+	Model      string                `json:"model"`
+	Plan       string                `json:"plan"`
+	Request    Request               `json:"request"`
+	Budgets    Budgets               `json:"budgets"`
+	Run        residency.RunOptions  `json:"run"`
+	Components []ComponentPrediction `json:"components"`
+
+	// PeakDeviceBytes is the allocated peak (the measured
+	// peak_device_bytes); PeakDeviceReservedBytes what the caching
+	// allocator holds at most, which the device budget caps.
+	PeakDeviceBytes         int64 `json:"peak_device_bytes"`
+	PeakDeviceReservedBytes int64 `json:"peak_device_reserved_bytes"`
+	// PeakHostBytes is the host device's reserved peak (host-tier copies,
+	// host-placed components, read staging), which the host budget caps.
+	PeakHostBytes int64 `json:"peak_host_bytes"`
+	// PeakRSSBytes adds the process's own memory to the joint peak of both.
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+
+	TextEncoderS float64 `json:"text_encoder_s"`
+	DenoiseS     float64 `json:"denoise_s"`
+	VAES         float64 `json:"vae_s"`
+	// StepS is a steady denoising step; FirstStepS includes first loads.
+	StepS      float64 `json:"step_s"`
+	FirstStepS float64 `json:"first_step_s"`
+	TotalS     float64 `json:"total_s"`
+
+	// Fits says the plan runs within the budgets; Problem says why not.
+	Fits    bool   `json:"fits"`
+	Problem string `json:"problem,omitempty"`
+}
+
+// ComponentPrediction is one component's placement and predicted cost
+// over the whole request.
+type ComponentPrediction struct {
+	Name         string              `json:"name"`
+	Placement    residency.Placement `json:"placement"`
+	Tier         residency.Tier      `json:"tier,omitempty"`
+	Prefetch     int                 `json:"prefetch,omitempty"`
+	Persistent   int                 `json:"persistent,omitempty"`
+	Blocks       int                 `json:"blocks"`
+	DeviceBytes  int64               `json:"device_bytes"` // weights in compute dtype
+	StoredBytes  int64               `json:"stored_bytes"` // weights in storage dtype
+	LargestBlock int64               `json:"largest_block_bytes"`
+	ComputeS     float64             `json:"compute_s"`
+	StallS       float64             `json:"stall_s"`
+	CopyS        float64             `json:"copy_s"`
+	Loads        int                 `json:"loads"`
+	BytesCopied  int64               `json:"bytes_copied"`
+	BytesDisk    int64               `json:"bytes_read_disk"`
+}
+
+// Safety margins: a plan fits when its simulated peaks stay this far below
+// the budgets, which covers what the activation model does not see.
+const (
+	marginFraction = 0.02
+	marginBytes    = 2 << 20
+	// heapBase is the Go runtime, code, tokenizer and scratch pools.
+	heapBase = 96 << 20
+)
+
+// effective is the budget the simulation must fit in.
+func effective(budget int64) int64 {
+	if budget <= 0 {
+		return 0
+	}
+	return max(1, budget-int64(float64(budget)*marginFraction)-marginBytes)
+}
+
+// Predict simulates plan for req on hw within the budgets. It never fails
+// for lack of memory: a plan that does not fit comes back with Fits false
+// and the reason. Errors are for invalid input.
+func Predict(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request, b Budgets) (Prediction, error) {
+	req = req.normalized()
+	if err := req.Validate(p); err != nil {
+		return Prediction{}, err
+	}
+	if plan == nil {
+		plan = &residency.Plan{Name: "resident"}
+	}
+	if err := plan.Validate(); err != nil {
+		return Prediction{}, err
+	}
+	if err := hw.Validate(); err != nil {
+		return Prediction{}, err
+	}
+	pred, _, err := simulate(p, hw, plan, req, b, false)
+	if err != nil {
+		return Prediction{}, err
+	}
+	pred.Fits, pred.Problem = true, ""
+	if pred.Problem = pred.overBudget(); pred.Problem != "" {
+		pred.Fits = false
+	} else if tight := (Budgets{DeviceBytes: effective(b.DeviceBytes), HostBytes: effective(b.HostBytes)}); tight != b {
+		// The margin: the same plan must also run with a little less.
+		check, _, err := simulate(p, hw, plan, req, tight, false)
+		if err != nil {
+			return Prediction{}, err
+		}
+		if check.Problem != "" {
+			pred.Fits, pred.Problem = false, "within 2% of the budget: "+check.Problem
+		}
+	}
+	return pred, nil
+}
+
+func (pr Prediction) overBudget() string {
+	if pr.Problem != "" {
+		return pr.Problem
+	}
+	if b := pr.Budgets.DeviceBytes; b > 0 && pr.PeakDeviceReservedBytes > b {
+		return fmt.Sprintf("device peak %s exceeds the budget %s", tensor.FormatBytes(pr.PeakDeviceReservedBytes), tensor.FormatBytes(b))
+	}
+	if b := pr.Budgets.HostBytes; b > 0 && pr.PeakHostBytes > b {
+		return fmt.Sprintf("host peak %s exceeds the budget %s", tensor.FormatBytes(pr.PeakHostBytes), tensor.FormatBytes(b))
+	}
+	return ""
+}
+
+// phaseStats are per-phase peaks (reserved bytes) of one simulation, in
+// phase order: text encoding, denoising, decoding.
+type phaseStats struct {
+	dev, host [3]int64
+}
+
+// simulate runs the pipeline (text encoding, the denoising loop, the VAE
+// decode) through the executor and allocator model. With phaseEmpty every
+// phase starts with the allocators' caches released, so that its reserved
+// peak is its own (the search's per-component estimates).
+func simulate(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request, b Budgets, phaseEmpty bool) (Prediction, phaseStats, error) {
+	s := newSim(hw, b)
+	for _, c := range p.Components {
+		if err := s.register(c, plan.For(c.Name), p.Compute); err != nil {
+			pred := newPrediction(p, plan, req, b)
+			pred.Problem = err.Error()
+			return pred, phaseStats{}, nil
+		}
+	}
+	pl := &pipelineSim{s: s, p: p, req: req, run: plan.Run, id: &ids{}, phaseEmpty: phaseEmpty}
+	pl.text()
+	pl.denoise()
+	pl.decode()
+	pred := newPrediction(p, plan, req, b)
+	pl.fill(&pred)
+	ph := phaseStats{dev: pl.devPhase, host: pl.hostPhase}
+	if s.err != nil {
+		pred.Problem = "does not fit: " + s.err.Error()
+		if !errors.Is(s.err, errOOM) {
+			return pred, ph, s.err
+		}
+	}
+	return pred, ph, nil
+}
+
+func newPrediction(p *Profile, plan *residency.Plan, req Request, b Budgets) Prediction {
+	return Prediction{Model: p.Name, Plan: plan.Name, Request: req, Budgets: b, Run: plan.Run}
+}
+
+// pipelineSim is the Wan text-to-video pipeline's use of the executor.
+// What the pipeline itself keeps on the device is part of the contract
+// with pipeline/wan: the text contexts from encoding to the end of the
+// loop (one [2B, Ltext, D] tensor with batched CFG, built by joining the
+// two branches), the latent input of each transformer pass and its output,
+// and for the decode the latents and the whole video in float32. It calls
+// Executor.Done after each phase.
+type pipelineSim struct {
+	s   *sim
+	p   *Profile
+	req Request
+	run residency.RunOptions
+	id  *ids
+
+	contexts   []int
+	phaseEmpty bool
+	// phase peaks (reserved) of the device and the host: text, denoise, vae
+	devPhase, hostPhase [3]int64
+	// times and stats at phase boundaries
+	tText, tStep1, tStep2, tDenoise, tVAE float64
+	step1, step2                          compStats
+	steps                                 int
+}
+
+func (pl *pipelineSim) batched() bool {
+	return pl.req.cfg() && pl.run.CFG != residency.CFGSequential
+}
+
+// window starts recording a phase's peaks; end stores them.
+func (pl *pipelineSim) window() {
+	if pl.phaseEmpty {
+		pl.s.dev.releaseEmpty()
+		pl.s.host.releaseEmpty()
+	}
+	pl.s.dev.resetWindow()
+	pl.s.host.resetWindow()
+}
+
+func (pl *pipelineSim) endWindow(phase int) {
+	pl.devPhase[phase], pl.hostPhase[phase] = pl.s.dev.winRes, pl.s.host.winRes
+}
+
+func (pl *pipelineSim) text() {
+	s, te := pl.s, pl.s.byName[TextEncoder]
+	t0 := s.now
+	pl.window()
+	defer pl.endWindow(0)
+	prompts := 1
+	if pl.req.cfg() {
+		prompts = 2
+	}
+	// pipeline/wan encodes the prompt and the negative prompt as one batch
+	// of their real tokens, downloads the result and frees it.
+	req := pl.req
+	req.TextLen = req.PromptTokens
+	ps, out := umt5Pass(pl.p, req, prompts*pl.req.Batch, pl.id)
+	s.runPass(te, ps)
+	s.done(te)
+	s.apply(event{id: out}, s.dev)
+	pl.tText = s.now - t0
+}
+
+// contexts uploads the zero-padded prompt embeddings for the transformer,
+// as pipeline/wan does when denoising starts: one [2B, L, D] tensor for
+// batched CFG, else the prompt's and (with CFG) the negative prompt's.
+func (pl *pipelineSim) uploadContexts() {
+	r := &recorder{ids: pl.id}
+	b, n, d := pl.req.Batch, pl.req.TextLen, pl.p.Text.DModel
+	switch {
+	case pl.batched():
+		pl.contexts = []int{r.alloc(f32(2*b, n, d))}
+	case pl.req.cfg():
+		pl.contexts = []int{r.alloc(f32(b, n, d)), r.alloc(f32(b, n, d))}
+	default:
+		pl.contexts = []int{r.alloc(f32(b, n, d))}
+	}
+	for _, ev := range r.take() {
+		pl.s.apply(ev, pl.s.dev)
+	}
+}
+
+// denoise simulates two steps (the first pays the first loads, the second
+// is the steady state) and extrapolates to the request's steps.
+func (pl *pipelineSim) denoise() {
+	s, tr := pl.s, pl.s.byName[Transformer]
+	pl.window()
+	defer pl.endWindow(1)
+	pl.uploadContexts()
+	pl.steps = min(pl.req.Steps, 2)
+	c, f, h, w := pl.req.latent(pl.p)
+	passes, batch := 1, pl.req.Batch
+	switch {
+	case pl.batched():
+		batch *= 2
+	case pl.req.cfg():
+		passes = 2
+	}
+	var before compStats
+	for step := range pl.steps {
+		t0 := s.now
+		before = tr.stats
+		for range passes {
+			r := &recorder{ids: pl.id}
+			lat := r.alloc(f32(batch, c, f, h, w))
+			for _, ev := range r.take() {
+				s.apply(ev, s.dev)
+			}
+			s.runPass(tr, wanPass(pl.p, pl.req, pl.run, batch, pl.id))
+			s.apply(event{id: lat}, s.dev)
+		}
+		if step == 0 {
+			pl.tStep1, pl.step1 = s.now-t0, tr.stats
+		} else {
+			pl.tStep2, pl.step2 = s.now-t0, tr.stats.minus(before)
+		}
+	}
+	t0 := s.now
+	s.done(tr)
+	for _, id := range pl.contexts {
+		s.apply(event{id: id}, s.dev)
+	}
+	if pl.steps == 1 {
+		pl.tStep2, pl.step2 = pl.tStep1, pl.step1
+	}
+	pl.tDenoise = pl.tStep1 + float64(pl.req.Steps-1)*pl.tStep2 + (s.now - t0)
+}
+
+// decode simulates model/wanvae's Decode (or DecodeTiled): the pipeline
+// hands it the latents on the VAE's device, it allocates the whole video
+// there, decodes chunk by chunk (tile by tile), and the pipeline frees the
+// latents, calls Done and frees the video once it is downloaded.
+func (pl *pipelineSim) decode() {
+	s, vae := pl.s, pl.s.byName[VAE]
+	pl.window()
+	defer pl.endWindow(2)
+	d := &direct{s: s, on: vae.acts, r: &recorder{ids: pl.id}}
+	b := pl.req.Batch
+	c, f, h, w := pl.req.latent(pl.p)
+	lat := d.alloc(f32(b, c, f, h, w))
+	video := d.alloc(f32(b, 3, pl.req.Frames, pl.req.Height, pl.req.Width))
+	g := newVAEGrid(pl.req, pl.run, pl.p.Coder)
+	var total float64
+	var stats compStats
+	if !g.tiled {
+		total, stats = pl.decodeTile(h, w)
+	} else {
+		total, stats = pl.decodeTiled(d, g)
+	}
+	t, beforeDone := s.now, vae.stats
+	d.free(lat)
+	s.done(vae)
+	d.free(video)
+	vae.stats = stats.plus(vae.stats.minus(beforeDone), 1)
+	pl.tVAE = total + (s.now - t)
+}
+
+// decodeTile runs the chunks of one latent tile: the first chunk and one
+// steady chunk are simulated, the steady one stands for the rest.
+func (pl *pipelineSim) decodeTile(h, w int) (float64, compStats) {
+	s, vae := pl.s, pl.s.byName[VAE]
+	_, frames, _, _ := pl.req.latent(pl.p)
+	tile := vaeChunks(pl.p, pl.req.Batch, frames, h, w, pl.id)
+	var total float64
+	var stats compStats
+	for j, ps := range tile.chunks {
+		n := 1
+		if j == 1 {
+			n = frames - 1
+		}
+		before, t := vae.stats, s.now
+		s.runPass(vae, ps)
+		total += float64(n) * (s.now - t)
+		stats = stats.plus(vae.stats.minus(before), n)
+	}
+	return total, stats
+}
+
+// decodeTiled follows tileGrid.assemble: each tile is cut from the
+// latents, decoded into a video of its own, blended with the edge kept
+// from the tile above and the one to its left, and cropped; a finished
+// row of crops is joined into a band and copied into the video.
+func (pl *pipelineSim) decodeTiled(d *direct, g vaeGrid) (float64, compStats) {
+	b, fout := pl.req.Batch, pl.req.Frames
+	c, f, _, _ := pl.req.latent(pl.p)
+	scale := pl.p.Coder.SpatialScale()
+	vid := func(h, w int) int64 { return f32(b, 3, fout, h, w) }
+	var total float64
+	var stats compStats
+	var above, below, crops []int
+	left := 0
+	cols := 0
+	for _, t := range g.tiles {
+		cols = max(cols, t.col+1)
+	}
+	rowW := 0
+	for i, t := range g.tiles {
+		if t.col == 0 {
+			below = make([]int, cols)
+			rowW = 0
+		}
+		rows := d.alloc(f32(b, c, f, t.h, g.latW))
+		tile := d.alloc(f32(b, c, f, t.h, t.w))
+		d.free(rows)
+		ph, pw := t.h*scale, t.w*scale
+		out := d.alloc(vid(ph, pw))
+		dt, st := pl.decodeTile(t.h, t.w)
+		total += dt
+		stats = stats.plus(st, 1)
+		d.free(tile)
+		if t.row > 0 {
+			out = d.blend(out, vid(min(g.blend, ph), pw), vid(ph, pw))
+		}
+		if t.col > 0 {
+			out = d.blend(out, vid(ph, min(g.blend, pw)), vid(ph, pw))
+		}
+		below[t.col] = d.alloc(vid(min(g.blend, ph), pw))
+		d.free(left)
+		left = d.alloc(vid(ph, min(g.blend, pw)))
+		ch, cw := min(g.crop, ph), min(g.crop, pw)
+		if ch != ph {
+			n := d.alloc(vid(ch, pw))
+			d.free(out)
+			out = n
+		}
+		if cw != pw {
+			n := d.alloc(vid(ch, cw))
+			d.free(out)
+			out = n
+		}
+		crops = append(crops, out)
+		rowW += cw
+		if i == len(g.tiles)-1 || g.tiles[i+1].row != t.row {
+			d.free(left)
+			left = 0
+			d.free(above...)
+			above, below = below, nil
+			band := d.alloc(vid(min(g.crop, ph), rowW))
+			d.free(crops...)
+			crops = nil
+			if rowW > pl.req.Width {
+				n := d.alloc(vid(min(g.crop, ph), pl.req.Width))
+				d.free(band)
+				band = n
+			}
+			d.free(band)
+		}
+	}
+	d.free(above...)
+	return total, stats
+}
+
+// direct applies events as they are recorded (work outside any Run).
+type direct struct {
+	s  *sim
+	on *allocModel
+	r  *recorder
+}
+
+func (d *direct) alloc(n int64) int {
+	id := d.r.alloc(n)
+	for _, ev := range d.r.take() {
+		d.s.apply(ev, d.on)
+	}
+	return id
+}
+
+func (d *direct) free(ids ...int) {
+	for _, id := range ids {
+		if id != 0 {
+			d.s.apply(event{id: id}, d.on)
+		}
+	}
+}
+
+// blend is tile.go's blend: the edge's tail and the tile's head are
+// copied, weighted and summed, and head and the rest are joined into a
+// new tile of the same size.
+func (d *direct) blend(t int, edge, whole int64) int {
+	ta, tb := d.alloc(512), d.alloc(512)
+	tail := d.alloc(edge)
+	head := d.alloc(edge)
+	d.free(ta, tb, tail)
+	if edge == whole {
+		d.free(t)
+		return head
+	}
+	rest := d.alloc(whole - edge)
+	out := d.alloc(whole)
+	d.free(head, rest, t)
+	return out
+}
+
+// fill writes the simulation's figures into pred, extrapolating the
+// transformer's two simulated steps to all of them.
+func (pl *pipelineSim) fill(pred *Prediction) {
+	s := pl.s
+	pred.PeakDeviceBytes = s.dev.peakAlloc
+	pred.PeakDeviceReservedBytes = s.dev.peakRes
+	pred.PeakHostBytes = s.host.peakRes
+	pred.PeakRSSBytes = s.peakJoint + pl.heapBytes()
+	overlap := s.hw.CopyOverlap
+	penalty := func(st compStats) float64 { return (1 - overlap) * max(0, st.upload-st.stall) }
+	for _, cs := range s.comps {
+		st := cs.stats
+		if cs.name == Transformer && pl.req.Steps > pl.steps {
+			st = st.plus(pl.step2, pl.req.Steps-pl.steps)
+		}
+		pen := penalty(st)
+		prof := pl.p.Component(cs.name)
+		cp := ComponentPrediction{
+			Name: cs.name, Placement: cs.plan.Placement, Blocks: len(cs.blocks),
+			DeviceBytes: prof.DeviceBytes(pl.p.Compute), StoredBytes: prof.StoredBytes(),
+			ComputeS: st.compute + pen, StallS: st.stall, CopyS: st.copy, Loads: st.loads,
+			BytesCopied: st.bytesCopied, BytesDisk: st.bytesDisk,
+		}
+		for _, b := range cs.blocks {
+			cp.LargestBlock = max(cp.LargestBlock, b.devBytes)
+		}
+		if cs.plan.Placement == residency.Onload || cs.plan.Placement == residency.Stream {
+			cp.Tier = cs.plan.Tier
+		}
+		if cs.plan.Placement == residency.Stream {
+			cp.Prefetch, cp.Persistent = cs.plan.Prefetch, cs.plan.Persistent
+		}
+		pred.Components = append(pred.Components, cp)
+	}
+	pred.TextEncoderS = pl.tText + penalty(s.byName[TextEncoder].stats)
+	stepPen := penalty(pl.step2)
+	pred.StepS = pl.tStep2 + stepPen
+	pred.FirstStepS = pl.tStep1 + penalty(pl.step1)
+	pred.DenoiseS = pl.tDenoise + penalty(pl.step1) + float64(pl.req.Steps-1)*stepPen
+	pred.VAES = pl.tVAE + penalty(s.byName[VAE].stats)
+	pred.TotalS = pred.TextEncoderS + pred.DenoiseS + pred.VAES
+}
+
+// heapBytes estimates the process's memory outside both devices: the Go
+// runtime and scratch pools, the sampler's latents (a few copies), and the
+// decoded video downloaded to Go memory as float32 and as 8-bit frames.
+func (pl *pipelineSim) heapBytes() int64 {
+	c, f, h, w := pl.req.latent(pl.p)
+	lat := f32(pl.req.Batch, c, f, h, w)
+	video := int64(pl.req.Batch) * int64(pl.req.Frames) * int64(pl.req.Height) * int64(pl.req.Width) * 3
+	return heapBase + 6*lat + 5*video
+}

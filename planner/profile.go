@@ -1,0 +1,232 @@
+package planner
+
+import (
+	"ferry/catalog"
+	"fmt"
+	"strings"
+
+	"ferry/dtype"
+	"ferry/model/umt5"
+	"ferry/model/wan"
+	"ferry/model/wanvae"
+	"ferry/residency"
+)
+
+// Component names of a Wan pipeline.
+const (
+	TextEncoder = "text_encoder"
+	Transformer = "transformer"
+	VAE         = "vae"
+)
+
+// Profile is what the planner knows about a model: its components in
+// execution order, their blocks' parameter sizes, and the architecture
+// configs the FLOP and activation formulas read.
+type Profile struct {
+	Name string
+	// Compute is the dtype float weights take on the device (float32 on
+	// the CPU backend today).
+	Compute    dtype.DType
+	Components []*ComponentProfile
+
+	Text  umt5.Config
+	Wan   wan.Config
+	Coder VAEConfig
+}
+
+// ComponentProfile is one component: its blocks in the order they run.
+type ComponentProfile struct {
+	Name string
+	// Storage is the dtype of the checkpoint's float tensors.
+	Storage dtype.DType
+	Blocks  []BlockProfile
+}
+
+// BlockProfile is one residency block.
+type BlockProfile struct {
+	Name string // full name, "transformer.blocks.3"
+	// Tensors holds the element count of every tensor that moves with the
+	// block, in declaration order.
+	Tensors []int64
+	// RowElems counts the elements of row tables (read by row, never moved).
+	RowElems int64
+}
+
+// Params is the block's moved parameter count.
+func (b BlockProfile) Params() int64 {
+	var n int64
+	for _, t := range b.Tensors {
+		n += t
+	}
+	return n
+}
+
+// Bytes is the block's size with every tensor in dt, laid out as the
+// executor lays a block out (each tensor 64-byte aligned).
+func (b BlockProfile) Bytes(dt dtype.DType) int64 {
+	var n int64
+	for _, t := range b.Tensors {
+		n += alignUp(t*int64(dt.Size()), 64)
+	}
+	return n
+}
+
+// DeviceBytes is the component's weights on the device in dt.
+func (c *ComponentProfile) DeviceBytes(dt dtype.DType) int64 {
+	var n int64
+	for _, b := range c.Blocks {
+		n += b.Bytes(dt)
+	}
+	return n
+}
+
+// StoredBytes is the component's weights in their storage dtype.
+func (c *ComponentProfile) StoredBytes() int64 { return c.DeviceBytes(c.Storage) }
+
+// Component returns the named component, or nil.
+func (p *Profile) Component(name string) *ComponentProfile {
+	for _, c := range p.Components {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// ComponentNames lists the components in execution order.
+func (p *Profile) ComponentNames() []string {
+	var out []string
+	for _, c := range p.Components {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// SetStorage sets the storage dtype of a component's checkpoint.
+func (p *Profile) SetStorage(component string, dt dtype.DType) error {
+	c := p.Component(component)
+	if c == nil {
+		return fmt.Errorf("planner: profile %s has no component %q (have %s)", p.Name, component, strings.Join(p.ComponentNames(), ", "))
+	}
+	c.Storage = dt
+	return nil
+}
+
+// ComponentFromParams groups a parameter list into blocks, in the order
+// blocks first appear, naming each "<component>.<block>".
+func ComponentFromParams(name string, storage dtype.DType, params []residency.ParamSpec) *ComponentProfile {
+	c := &ComponentProfile{Name: name, Storage: storage}
+	index := map[string]int{}
+	for _, ps := range params {
+		i, ok := index[ps.Block]
+		if !ok {
+			i = len(c.Blocks)
+			index[ps.Block] = i
+			c.Blocks = append(c.Blocks, BlockProfile{Name: name + "." + ps.Block})
+		}
+		n := int64(1)
+		for _, d := range ps.Shape {
+			n *= int64(d)
+		}
+		if ps.Rows {
+			c.Blocks[i].RowElems += n
+			continue
+		}
+		c.Blocks[i].Tensors = append(c.Blocks[i].Tensors, n)
+	}
+	return c
+}
+
+// NewWanProfile builds a Wan 2.1 text-to-video profile from its three
+// configs. vaeParams lists the VAE's weights (model/wanvae's Params when
+// that package is used); nil derives them from vae.
+func NewWanProfile(name string, text umt5.Config, tr wan.Config, vae VAEConfig, vaeParams []residency.ParamSpec) (*Profile, error) {
+	if err := text.Validate(); err != nil {
+		return nil, fmt.Errorf("planner: %s: %w", name, err)
+	}
+	if err := tr.Validate(); err != nil {
+		return nil, fmt.Errorf("planner: %s: %w", name, err)
+	}
+	if err := vae.Validate(); err != nil {
+		return nil, fmt.Errorf("planner: %s: %w", name, err)
+	}
+	if vaeParams == nil {
+		vaeParams = vae.DecoderParams()
+	}
+	return &Profile{
+		Name:    name,
+		Compute: dtype.F32,
+		Components: []*ComponentProfile{
+			ComponentFromParams(TextEncoder, dtype.BF16, text.Params()),
+			ComponentFromParams(Transformer, dtype.F32, tr.Params()),
+			ComponentFromParams(VAE, dtype.F32, decoderOnly(vaeParams)),
+		},
+		Text: text, Wan: tr, Coder: vae,
+	}, nil
+}
+
+// decoderOnly keeps the blocks a text-to-video request runs: the decoder
+// (and post_quant_conv); the encoder's weights are never loaded.
+func decoderOnly(ps []residency.ParamSpec) []residency.ParamSpec {
+	var out []residency.ParamSpec
+	for _, p := range ps {
+		if !strings.HasPrefix(p.Block, "encoder") && !strings.HasPrefix(p.Name, "encoder.") && !strings.HasPrefix(p.Name, "quant_conv.") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// vaeConfigOf keeps what the planner's formulas read from a wanvae config.
+func vaeConfigOf(c wanvae.Config) VAEConfig {
+	return VAEConfig{BaseDim: c.BaseDim, ZDim: c.ZDim, DimMult: append([]int(nil), c.DimMult...),
+		NumResBlocks: c.NumResBlocks, TemperalDownsample: append([]bool(nil), c.TemperalDownsample...)}
+}
+
+// NewWanProfileVAE is NewWanProfile with model/wanvae's config and its
+// parameter list.
+func NewWanProfileVAE(name string, text umt5.Config, tr wan.Config, vae wanvae.Config) (*Profile, error) {
+	return NewWanProfile(name, text, tr, vaeConfigOf(vae), vae.DecoderParams())
+}
+
+// UMT5XXL is Wan 2.1's text encoder (google/umt5-xxl's encoder).
+func UMT5XXL() umt5.Config { return catalog.UMT5XXL() }
+
+// WanTinyConfigs are the configs `ferry synth --arch wan-tiny` writes
+// (catalog.WanTiny).
+func WanTinyConfigs() (umt5.Config, wan.Config, wanvae.Config) {
+	w := catalog.WanTiny()
+	return w.Text, w.Transformer, w.VAE
+}
+
+// builtin profiles a catalogued architecture, weights stored as published.
+func builtin(name string) (*Profile, error) {
+	w, err := catalog.LookupWan(name)
+	if err != nil {
+		return nil, err
+	}
+	p, err := NewWanProfileVAE(w.Name, w.Text, w.Transformer, w.VAE)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range p.Components {
+		if c.Name != VAE {
+			c.Storage = w.Storage
+		}
+	}
+	return p, nil
+}
+
+// BuiltinNames lists the built-in profiles.
+func BuiltinNames() []string { return catalog.WanNames() }
+
+// Builtin returns a built-in profile by name (case-insensitive).
+func Builtin(name string) (*Profile, error) {
+	p, err := builtin(name)
+	if err != nil {
+		return nil, fmt.Errorf("planner: %w; or pass a diffusers folder", err)
+	}
+	return p, nil
+}
+
+func alignUp(n, to int64) int64 { return (n + to - 1) / to * to }

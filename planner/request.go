@@ -1,0 +1,91 @@
+package planner
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Request is the shape of one generation.
+type Request struct {
+	// Batch is the number of videos generated together (default 1);
+	// batched CFG doubles what the transformer sees.
+	Batch  int `json:"batch"`
+	Frames int `json:"frames"`
+	Height int `json:"height"`
+	Width  int `json:"width"`
+	// TextLen is the context length the transformer attends to (Wan pads
+	// the prompt embeddings to 512).
+	TextLen int `json:"text_len"`
+	// PromptTokens is the longest prompt's real token count: the text
+	// encoder runs on that many tokens (pipeline/wan encodes only the real
+	// tokens, then zero-pads to TextLen). 0 means TextLen.
+	PromptTokens int `json:"prompt_tokens,omitempty"`
+	Steps        int `json:"steps"`
+	// Guidance > 1 runs classifier-free guidance: a negative prompt is
+	// encoded too and every step runs the transformer on both branches.
+	Guidance float64 `json:"guidance"`
+}
+
+// Budgets cap memory in bytes; 0 is unlimited.
+type Budgets struct {
+	DeviceBytes int64 `json:"device_bytes"`
+	HostBytes   int64 `json:"host_bytes"`
+}
+
+// DefaultRequest is Wan 2.1's reference request: 81 frames at 480×832,
+// 50 steps, guidance 5.
+func DefaultRequest() Request {
+	return Request{Batch: 1, Frames: 81, Height: 480, Width: 832, TextLen: 512, Steps: 50, Guidance: 5}
+}
+
+// normalized fills zero fields with DefaultRequest's.
+func (r Request) normalized() Request {
+	d := DefaultRequest()
+	if r.Batch == 0 {
+		r.Batch = d.Batch
+	}
+	if r.TextLen == 0 {
+		r.TextLen = d.TextLen
+	}
+	if r.PromptTokens <= 0 || r.PromptTokens > r.TextLen {
+		r.PromptTokens = r.TextLen
+	}
+	if r.Steps == 0 {
+		r.Steps = d.Steps
+	}
+	return r
+}
+
+// Validate checks the request against the model's strides.
+func (r Request) Validate(p *Profile) error {
+	if r.Batch <= 0 || r.Frames <= 0 || r.Height <= 0 || r.Width <= 0 || r.TextLen <= 0 || r.Steps <= 0 {
+		return fmt.Errorf("planner: request %+v: batch, frames, height, width, text length and steps must be > 0", r)
+	}
+	s, t := p.Coder.SpatialScale(), p.Coder.TemporalScale()
+	ps := p.Wan.PatchSize
+	if r.Height%(s*ps[1]) != 0 || r.Width%(s*ps[2]) != 0 {
+		return fmt.Errorf("planner: %dx%d: height and width must be multiples of %d", r.Height, r.Width, s*max(ps[1], ps[2]))
+	}
+	if (r.Frames-1)%t != 0 {
+		return fmt.Errorf("planner: %d frames: want 1 + a multiple of %d (e.g. %d)", r.Frames, t, (r.Frames-1)/t*t+1)
+	}
+	return nil
+}
+
+// cfg reports whether guidance runs two branches.
+func (r Request) cfg() bool { return r.Guidance > 1 }
+
+// latent is the latent video's shape [C, F, H, W] for one sample.
+func (r Request) latent(p *Profile) (c, f, h, w int) {
+	s, t := p.Coder.SpatialScale(), p.Coder.TemporalScale()
+	return p.Wan.InChannels, (r.Frames-1)/t + 1, r.Height / s, r.Width / s
+}
+
+// tokens is the transformer's sequence length per sample.
+func (r Request) tokens(p *Profile) int {
+	_, f, h, w := r.latent(p)
+	ps := p.Wan.PatchSize
+	return (f / ps[0]) * (h / ps[1]) * (w / ps[2])
+}
+
+func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -1,0 +1,98 @@
+package planner
+
+// work is what a block call computes, in the units the hardware profile
+// rates: GEMM, attention and convolution flops, and bytes streamed by
+// elementwise kernels. Convolution flops are kept by reduction size
+// (small, mid, large: see convBucket), whose rates differ tenfold.
+type work struct {
+	gemm, attn, mem float64
+	conv            [3]float64
+}
+
+func (w work) add(o work) work {
+	return work{gemm: w.gemm + o.gemm, attn: w.attn + o.attn, mem: w.mem + o.mem,
+		conv: [3]float64{w.conv[0] + o.conv[0], w.conv[1] + o.conv[1], w.conv[2] + o.conv[2]}}
+}
+
+// convBucket sorts a convolution by its reduction C·kernel volume into the
+// hardware profile's probes (216, 864, 2592), splitting at the geometric
+// midpoints.
+func convBucket(k int) int {
+	switch {
+	case k < 432:
+		return 0
+	case k < 1497:
+		return 1
+	}
+	return 2
+}
+
+// event is one allocation (bytes > 0) or free (bytes == 0) of the tensor
+// with the given id, in the order the model code does them.
+type event struct {
+	id    int
+	bytes int64
+}
+
+// call is one executor Run: a block and what its fn allocates, frees and
+// computes. Tensors allocated in one call may be freed in a later one.
+type call struct {
+	block int // index into the component's blocks
+	ev    []event
+	work  work
+}
+
+// pass is one run over a component's blocks (one forward pass, one encode,
+// one decoded tile-chunk): events before the first Run, the calls, and
+// events after the last.
+type pass struct {
+	pre   []event
+	calls []call
+	post  []event
+}
+
+// ids hands out tensor ids, unique within a prediction.
+type ids struct{ next int }
+
+// recorder builds an event list.
+type recorder struct {
+	ids *ids
+	ev  []event
+}
+
+// alloc records an allocation of n bytes and returns the tensor's id.
+func (r *recorder) alloc(n int64) int {
+	r.ids.next++
+	r.ev = append(r.ev, event{id: r.ids.next, bytes: max(n, 0) + boolInt(n <= 0)})
+	return r.ids.next
+}
+
+// free records frees, in order.
+func (r *recorder) free(ids ...int) {
+	for _, id := range ids {
+		r.ev = append(r.ev, event{id: id})
+	}
+}
+
+// take returns the recorded events and starts a new list.
+func (r *recorder) take() []event {
+	ev := r.ev
+	r.ev = nil
+	return ev
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// f32 is the size of n float32 elements.
+func f32(n ...int) int64 {
+	v := int64(4)
+	for _, x := range n {
+		v *= int64(x)
+	}
+	return v
+}

@@ -1,0 +1,541 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"ferry/hwprofile"
+	"ferry/residency"
+	"ferry/tensor"
+)
+
+// Search limits.
+const (
+	// maxVerify caps full predictions of enumerated candidates.
+	maxVerify = 300
+	// maxFallback caps the smallest-peak candidates tried after that.
+	maxFallback = 40
+	// estimateSlack lets a candidate whose estimated peak is a little over
+	// the budget still be verified: the estimate is a sum of solo runs.
+	estimateSlack = 1.10
+)
+
+// Search returns the fastest plan whose predicted peaks fit the budgets,
+// with its prediction. Candidates are every combination of a placement per
+// component (resident, onload, stream with prefetch k and persistent n,
+// host; tier host or disk), FFN chunking, CFG batched or sequential and
+// VAE tiling, plus every preset. Combinations are ranked by an estimate
+// composed from one simulation per component option, then verified with
+// full predictions in that order. When nothing fits, the error names the
+// smallest device and host budgets that would.
+func Search(p *Profile, hw hwprofile.Profile, req Request, b Budgets) (*residency.Plan, Prediction, error) {
+	req = req.normalized()
+	if err := req.Validate(p); err != nil {
+		return nil, Prediction{}, err
+	}
+	if err := hw.Validate(); err != nil {
+		return nil, Prediction{}, err
+	}
+	sr := &searcher{p: p, hw: hw, req: req, b: b}
+	cands, err := sr.candidates()
+	if err != nil {
+		return nil, Prediction{}, err
+	}
+	best, bestPred, err := sr.verify(cands)
+	if err != nil {
+		return nil, Prediction{}, err
+	}
+	if best, bestPred, err = sr.refine(best, bestPred); err != nil {
+		return nil, Prediction{}, err
+	}
+	if best, bestPred, err = sr.presets(best, bestPred); err != nil {
+		return nil, Prediction{}, err
+	}
+	if best == nil {
+		return nil, Prediction{}, sr.infeasible(cands)
+	}
+	best.Name = "auto"
+	bestPred.Plan = "auto"
+	return best, bestPred, nil
+}
+
+type searcher struct {
+	p   *Profile
+	hw  hwprofile.Profile
+	req Request
+	b   Budgets
+}
+
+// solo is one component option simulated with the other components kept
+// off both budgets (streamed from disk, one block at a time).
+type solo struct {
+	plan    residency.ComponentPlan
+	seconds float64
+	dev     int64 // device peak during its phase
+	host    int64 // host peak during its phase
+	// kept is what stays on the device after its phase; hostKept what stays
+	// on the host to the end.
+	kept, hostKept int64
+}
+
+// candidate is one combination with its estimate.
+type candidate struct {
+	plan      *residency.Plan
+	seconds   float64
+	dev, host int64
+}
+
+// componentOptions lists the placements tried for a component.
+func (sr *searcher) componentOptions(comp string) []residency.ComponentPlan {
+	n := len(sr.p.Component(comp).Blocks)
+	var out []residency.ComponentPlan
+	out = append(out, residency.ComponentPlan{Placement: residency.Resident}, residency.ComponentPlan{Placement: residency.Host})
+	for _, tier := range []residency.Tier{residency.TierHost, residency.TierDisk} {
+		out = append(out, residency.ComponentPlan{Placement: residency.Onload, Tier: tier})
+		ks := []int{0, 1}
+		persist := []int{0}
+		if comp == Transformer {
+			ks = []int{0, 1, 2}
+			persist = []int{0, n / 4, n / 2, 3 * n / 4}
+		}
+		for _, k := range ks {
+			for _, np := range uniqueInts(persist) {
+				out = append(out, residency.ComponentPlan{Placement: residency.Stream, Tier: tier, Prefetch: k, Persistent: np})
+			}
+		}
+	}
+	return out
+}
+
+// runChoices lists the activation-side options tried.
+func (sr *searcher) runChoices() (ffn []int, cfg []string, tiles []int) {
+	ffn = []int{0}
+	if l := sr.req.tokens(sr.p); l > 512 {
+		ffn = append(ffn, max(256, min(4096, l/8)))
+	}
+	cfg = []string{""}
+	if sr.req.cfg() {
+		cfg = append(cfg, residency.CFGSequential)
+	}
+	tiles = []int{0}
+	for _, t := range []int{256, 128} {
+		if t < max(sr.req.Height, sr.req.Width) {
+			tiles = append(tiles, t)
+		}
+	}
+	return ffn, cfg, tiles
+}
+
+func uniqueInts(xs []int) []int {
+	var out []int
+	seen := map[int]bool{}
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// offPlan keeps a component off both budgets as far as it can be.
+var offPlan = residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierDisk}
+
+// soloRun simulates one component option with the others off.
+func (sr *searcher) soloRun(comp string, phase int, c residency.ComponentPlan, run residency.RunOptions) (solo, error) {
+	plan := residency.Uniform("", offPlan, TextEncoder, Transformer, VAE)
+	plan.Components[comp] = c
+	plan.Run = run
+	pred, ph, err := simulate(sr.p, sr.hw, plan, sr.req, Budgets{}, true)
+	if err != nil {
+		return solo{}, err
+	}
+	s := solo{plan: c, dev: ph.dev[phase], host: ph.host[phase]}
+	s.seconds = []float64{pred.TextEncoderS, pred.DenoiseS, pred.VAES}[phase]
+	s.kept, s.hostKept = sr.kept(comp, c)
+	return s, nil
+}
+
+// kept is what a component leaves on the device after its phase, and on
+// the host for the rest of the run.
+func (sr *searcher) kept(comp string, c residency.ComponentPlan) (dev, host int64) {
+	prof := sr.p.Component(comp)
+	seg := func(n int64) int64 {
+		if n >= smallLimit {
+			return sizeClass(n)
+		}
+		return roundUp(max(n, 1), allocAlign)
+	}
+	for i, b := range prof.Blocks {
+		switch c.Placement {
+		case residency.Resident:
+			dev += seg(b.Bytes(sr.p.Compute))
+		case residency.Stream:
+			if i < c.Persistent {
+				dev += seg(b.Bytes(sr.p.Compute))
+			}
+		case residency.Host:
+			host += seg(b.Bytes(sr.p.Compute))
+		}
+		if (c.Placement == residency.Stream || c.Placement == residency.Onload) && c.Tier != residency.TierDisk {
+			host += seg(b.Bytes(prof.Storage))
+		}
+	}
+	return dev, host
+}
+
+// candidates enumerates every combination with its estimate. A text
+// encoder option is simulated once per CFG mode, a transformer option once
+// per CFG mode and FFN chunk, a VAE option once per tile size.
+func (sr *searcher) candidates() ([]candidate, error) {
+	ffns, cfgs, tiles := sr.runChoices()
+	soloOf := func(comp string, phase int, run residency.RunOptions) ([]solo, error) {
+		var out []solo
+		for _, c := range sr.componentOptions(comp) {
+			s, err := sr.soloRun(comp, phase, c, run)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	vaeRun := func(tile int) residency.RunOptions {
+		if tile == 0 {
+			return residency.RunOptions{}
+		}
+		return residency.RunOptions{VAETile: tile, VAEStride: tile * 3 / 4}
+	}
+	vae := map[int][]solo{}
+	for _, tile := range tiles {
+		var err error
+		if vae[tile], err = soloOf(VAE, 2, vaeRun(tile)); err != nil {
+			return nil, err
+		}
+	}
+	var cands []candidate
+	for _, cfg := range cfgs {
+		te, err := soloOf(TextEncoder, 0, residency.RunOptions{CFG: cfg})
+		if err != nil {
+			return nil, err
+		}
+		for _, ffn := range ffns {
+			tr, err := soloOf(Transformer, 1, residency.RunOptions{CFG: cfg, FFNChunk: ffn})
+			if err != nil {
+				return nil, err
+			}
+			for _, tile := range tiles {
+				run := vaeRun(tile)
+				run.CFG, run.FFNChunk = cfg, ffn
+				cands = append(cands, combine(te, tr, vae[tile], run)...)
+			}
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].seconds < cands[j].seconds })
+	return cands, nil
+}
+
+// combine estimates every combination of the three components' options:
+// time adds up by phase; a phase's device peak is its solo peak plus what
+// earlier components left resident; the host holds every kept copy plus
+// the largest phase's own use.
+func combine(te, tr, vae []solo, run residency.RunOptions) []candidate {
+	var out []candidate
+	for _, a := range te {
+		for _, b := range tr {
+			for _, c := range vae {
+				dev := max(a.dev, b.dev+a.kept, c.dev+a.kept+b.kept)
+				hostKept := a.hostKept + b.hostKept + c.hostKept
+				transient := max(a.host-a.hostKept, b.host-b.hostKept, c.host-c.hostKept, 0)
+				plan := &residency.Plan{Components: map[string]residency.ComponentPlan{
+					TextEncoder: a.plan, Transformer: b.plan, VAE: c.plan}, Run: run}
+				out = append(out, candidate{plan: plan, seconds: a.seconds + b.seconds + c.seconds, dev: dev, host: hostKept + transient})
+			}
+		}
+	}
+	return out
+}
+
+// plausible reports whether a candidate's estimate is near enough the
+// budgets to be worth a full prediction.
+func (sr *searcher) plausible(c candidate, b Budgets) bool {
+	over := func(est, budget int64) bool {
+		return budget > 0 && float64(est) > float64(effective(budget))*estimateSlack
+	}
+	return !over(c.dev, b.DeviceBytes) && !over(c.host, b.HostBytes)
+}
+
+// verify predicts candidates in estimated-time order and keeps the fastest
+// that fits: after the first fit it checks the ones estimated within 10%.
+// When maxVerify predictions find nothing, it tries the candidates with
+// the smallest estimated peaks, which are the likeliest to fit.
+func (sr *searcher) verify(cands []candidate) (*residency.Plan, Prediction, error) {
+	var best *residency.Plan
+	var bestPred Prediction
+	limit := math.Inf(1)
+	checked := 0
+	try := func(c candidate) error {
+		checked++
+		pred, err := Predict(sr.p, sr.hw, c.plan, sr.req, sr.b)
+		if err != nil {
+			return err
+		}
+		if pred.Fits && (best == nil || better(pred, bestPred)) {
+			best, bestPred = c.plan, pred
+			limit = min(limit, c.seconds*1.10)
+		}
+		return nil
+	}
+	for _, c := range cands {
+		if c.seconds > limit || checked >= maxVerify {
+			break
+		}
+		if sr.plausible(c, sr.b) {
+			if err := try(c); err != nil {
+				return nil, Prediction{}, err
+			}
+		}
+	}
+	if best != nil {
+		return best, bestPred, nil
+	}
+	small := append([]candidate(nil), cands...)
+	sort.SliceStable(small, func(i, j int) bool {
+		return max(small[i].dev, small[i].host) < max(small[j].dev, small[j].host)
+	})
+	for _, c := range small[:min(len(small), maxFallback)] {
+		if err := try(c); err != nil {
+			return nil, Prediction{}, err
+		}
+	}
+	return best, bestPred, nil
+}
+
+// refine raises the transformer's persistent blocks as far as the budget
+// allows (the grid tried only quarters).
+func (sr *searcher) refine(best *residency.Plan, pred Prediction) (*residency.Plan, Prediction, error) {
+	if best == nil {
+		return nil, pred, nil
+	}
+	c := best.Components[Transformer]
+	if c.Placement != residency.Stream {
+		return best, pred, nil
+	}
+	n := len(sr.p.Component(Transformer).Blocks)
+	lo, hi := c.Persistent, min(n, c.Persistent+max(1, n/4))
+	bestPlan, bestPred := best, pred
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		try := clonePlan(best)
+		cc := c
+		cc.Persistent = mid
+		try.Components[Transformer] = cc
+		p, err := Predict(sr.p, sr.hw, try, sr.req, sr.b)
+		if err != nil {
+			return nil, Prediction{}, err
+		}
+		if p.Fits {
+			lo = mid
+			if p.TotalS <= bestPred.TotalS {
+				bestPlan, bestPred = try, p
+			}
+		} else {
+			hi = mid - 1
+		}
+	}
+	return bestPlan, bestPred, nil
+}
+
+func clonePlan(p *residency.Plan) *residency.Plan {
+	c := &residency.Plan{Name: p.Name, Run: p.Run, Components: map[string]residency.ComponentPlan{}}
+	for k, v := range p.Components {
+		c.Components[k] = v
+	}
+	return c
+}
+
+// presets keeps the fastest of best and every preset that fits, so that
+// the search is never predicted slower than a preset.
+func (sr *searcher) presets(best *residency.Plan, bestPred Prediction) (*residency.Plan, Prediction, error) {
+	opts := PresetOptions{Profile: sr.p, HW: sr.hw, Request: sr.req, Budgets: sr.b}
+	for _, name := range PresetNames() {
+		if name == "auto" {
+			continue
+		}
+		plan, err := Preset(name, opts)
+		if err != nil {
+			return nil, Prediction{}, err
+		}
+		pred, err := Predict(sr.p, sr.hw, plan, sr.req, sr.b)
+		if err != nil {
+			return nil, Prediction{}, err
+		}
+		if pred.Fits && (best == nil || pred.TotalS < bestPred.TotalS) {
+			best, bestPred = clonePlan(plan), pred
+		}
+	}
+	return best, bestPred, nil
+}
+
+// InfeasibleError says that no plan fits the budgets, and what would.
+type InfeasibleError struct {
+	Request Request
+	Budgets Budgets
+	// MinDeviceBytes is the smallest device budget found to fit with the
+	// host budget as given (0: none does); DevicePlan fits it.
+	MinDeviceBytes int64
+	DevicePlan     *residency.Plan
+	// MinHostBytes is the smallest host budget found to fit with the device
+	// budget as given (0: none does); HostPlan fits it.
+	MinHostBytes int64
+	HostPlan     *residency.Plan
+}
+
+// Error is one line: what does not fit, the smallest budgets that do, and
+// how to fix it.
+func (e *InfeasibleError) Error() string {
+	var fixes []string
+	if e.MinDeviceBytes > 0 {
+		fixes = append(fixes, fmt.Sprintf("--device-mem %s (with host %s; %s)", tensor.FormatBytes(e.MinDeviceBytes), budgetText(e.Budgets.HostBytes), describe(e.DevicePlan)))
+	}
+	if e.MinHostBytes > 0 {
+		fixes = append(fixes, fmt.Sprintf("--host-mem %s (with device %s; %s)", tensor.FormatBytes(e.MinHostBytes), budgetText(e.Budgets.DeviceBytes), describe(e.HostPlan)))
+	}
+	fix := "raise both budgets"
+	if len(fixes) > 0 {
+		fix = "the smallest that fit are " + strings.Join(fixes, " or ") + "; raise a budget to that, or lower the resolution or frames"
+	}
+	r := e.Request
+	return fmt.Sprintf("planner: no plan fits device %s and host %s for %d frames at %dx%d: %s",
+		budgetText(e.Budgets.DeviceBytes), budgetText(e.Budgets.HostBytes), r.Frames, r.Width, r.Height, fix)
+}
+
+// infeasible builds the error for budgets nothing fits: the smallest
+// device budget at this host budget, and the smallest host budget at this
+// device budget.
+func (sr *searcher) infeasible(cands []candidate) error {
+	e := &InfeasibleError{Request: sr.req, Budgets: sr.b}
+	e.MinDeviceBytes, e.DevicePlan = sr.smallest(cands, true)
+	e.MinHostBytes, e.HostPlan = sr.smallest(cands, false)
+	return e
+}
+
+func budgetText(b int64) string {
+	if b <= 0 {
+		return "unlimited"
+	}
+	return tensor.FormatBytes(b)
+}
+
+// describe is a short plan summary for messages.
+func describe(p *residency.Plan) string {
+	if p == nil {
+		return "-"
+	}
+	var parts []string
+	for _, c := range []string{TextEncoder, Transformer, VAE} {
+		cp := p.For(c)
+		s := c + "=" + string(cp.Placement)
+		if cp.Placement == residency.Stream {
+			s += fmt.Sprintf("(k=%d,n=%d)", cp.Prefetch, cp.Persistent)
+		}
+		if (cp.Placement == residency.Stream || cp.Placement == residency.Onload) && cp.Tier == residency.TierDisk {
+			s += "/disk"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " ")
+}
+
+// smallest finds the least budget on one axis (device when onDevice) that
+// some candidate fits with the other axis as given: the few candidates
+// with the smallest estimate on that axis, each bisected.
+func (sr *searcher) smallest(cands []candidate, onDevice bool) (int64, *residency.Plan) {
+	axis := func(c candidate) int64 {
+		if onDevice {
+			return c.dev
+		}
+		return c.host
+	}
+	other := sr.b
+	if onDevice {
+		other.DeviceBytes = 0
+	} else {
+		other.HostBytes = 0
+	}
+	var pool []candidate
+	for _, c := range cands {
+		if sr.plausible(c, other) {
+			pool = append(pool, c)
+		}
+	}
+	sort.SliceStable(pool, func(i, j int) bool { return axis(pool[i]) < axis(pool[j]) })
+	var best int64
+	var bestPlan *residency.Plan
+	for _, c := range pool[:min(len(pool), 4)] {
+		if n := sr.bisect(c.plan, onDevice); n > 0 && (best == 0 || n < best) {
+			best, bestPlan = n, c.plan
+		}
+	}
+	return best, bestPlan
+}
+
+// bisect finds the least budget on one axis at which plan fits (to 1%),
+// or 0 when it does not fit even unlimited on that axis.
+func (sr *searcher) bisect(plan *residency.Plan, onDevice bool) int64 {
+	with := func(n int64) Budgets {
+		b := sr.b
+		if onDevice {
+			b.DeviceBytes = n
+		} else {
+			b.HostBytes = n
+		}
+		return b
+	}
+	free, err := Predict(sr.p, sr.hw, plan, sr.req, with(0))
+	if err != nil || !free.Fits {
+		return 0
+	}
+	hi := free.PeakDeviceReservedBytes
+	if !onDevice {
+		hi = free.PeakHostBytes
+	}
+	hi = int64(float64(hi)/(1-marginFraction)) + 2*marginBytes
+	if p, err := Predict(sr.p, sr.hw, plan, sr.req, with(hi)); err != nil || !p.Fits {
+		return 0
+	}
+	lo := int64(0)
+	for hi-lo > max(hi/100, 1<<20) {
+		mid := lo + (hi-lo)/2
+		p, err := Predict(sr.p, sr.hw, plan, sr.req, with(mid))
+		if err == nil && p.Fits {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return roundUp(hi, 1<<20)
+}
+
+// better says whether a beats b: clearly faster, or as fast (within 1%,
+// below the model's accuracy) while moving fewer bytes, so that a tie goes
+// to the plan that keeps weights where they are.
+func better(a, b Prediction) bool {
+	if a.TotalS < b.TotalS*0.99 {
+		return true
+	}
+	if a.TotalS > b.TotalS*1.01 {
+		return false
+	}
+	return copied(a) < copied(b)
+}
+
+func copied(p Prediction) int64 {
+	var n int64
+	for _, c := range p.Components {
+		n += c.BytesCopied + c.BytesDisk
+	}
+	return n
+}

@@ -1,0 +1,436 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+
+	"ferry/dtype"
+	"ferry/hwprofile"
+	"ferry/residency"
+	"ferry/tensor"
+)
+
+// stagingBytes is the executor's read staging buffer (Config.ChunkBytes'
+// default), allocated on the host at the first read from disk.
+const stagingBytes = 8 << 20
+
+// errOOM is a simulated allocation that did not fit.
+var errOOM = errors.New("out of memory")
+
+// simBlock mirrors a residency block's state: absent, queued, loading
+// (buffer allocated, copy under way) or loaded (finish <= now).
+type simBlock struct {
+	comp               *simComp
+	index              int
+	name               string
+	devBytes, rawBytes int64
+
+	queued   bool
+	started  bool
+	enqAt    float64
+	finish   float64
+	buf      *mblock
+	hostCopy *mblock
+	inUse    bool
+	lastUse  uint64
+}
+
+// simComp mirrors a registered component.
+type simComp struct {
+	name    string
+	plan    residency.ComponentPlan
+	storage dtype.DType
+	blocks  []*simBlock
+	// weights is where its weights live, acts where its activations do
+	// (both the host for placement host).
+	weights, acts *allocModel
+	stats         compStats
+}
+
+// compStats accumulate per component.
+type compStats struct {
+	compute, stall, copy, upload float64
+	loads, evictions             int
+	bytesCopied, bytesDisk       int64
+}
+
+func (a compStats) plus(b compStats, times int) compStats {
+	f := float64(times)
+	return compStats{
+		compute: a.compute + f*b.compute, stall: a.stall + f*b.stall, copy: a.copy + f*b.copy, upload: a.upload + f*b.upload,
+		loads: a.loads + times*b.loads, evictions: a.evictions + times*b.evictions,
+		bytesCopied: a.bytesCopied + int64(times)*b.bytesCopied, bytesDisk: a.bytesDisk + int64(times)*b.bytesDisk,
+	}
+}
+
+func (a compStats) minus(b compStats) compStats {
+	return compStats{compute: a.compute - b.compute, stall: a.stall - b.stall, copy: a.copy - b.copy, upload: a.upload - b.upload,
+		loads: a.loads - b.loads, evictions: a.evictions - b.evictions, bytesCopied: a.bytesCopied - b.bytesCopied, bytesDisk: a.bytesDisk - b.bytesDisk}
+}
+
+// sim runs the executor's rules on a clock: the compute thread's Runs and
+// the copy worker's loads, one at a time in queue order.
+type sim struct {
+	hw        hwprofile.Profile
+	dev, host *allocModel
+	comps     []*simComp
+	byName    map[string]*simComp
+
+	now        float64
+	queue      []*simBlock
+	workerFree float64
+	inflight   *simBlock // the load started last
+	loadingNow *simBlock // the load whose buffer is being allocated
+	current    *simComp
+	clock      uint64
+	staging    *mblock
+
+	live      map[int]liveTensor
+	err       error
+	peakJoint int64
+}
+
+type liveTensor struct {
+	blk *mblock
+	on  *allocModel
+}
+
+func newSim(hw hwprofile.Profile, b Budgets) *sim {
+	s := &sim{hw: hw, dev: newAllocModel(b.DeviceBytes), host: newAllocModel(b.HostBytes),
+		byName: map[string]*simComp{}, live: map[int]liveTensor{}}
+	s.dev.reclaim = s.reclaim
+	joint := func() { s.peakJoint = max(s.peakJoint, s.dev.reserved+s.host.reserved) }
+	s.dev.observe, s.host.observe = joint, joint
+	return s
+}
+
+// register declares a component as Executor.Register does.
+func (s *sim) register(c *ComponentProfile, plan residency.ComponentPlan, compute dtype.DType) error {
+	sc := &simComp{name: c.Name, plan: plan, storage: c.Storage, weights: s.dev, acts: s.dev}
+	if plan.Placement == residency.Host {
+		sc.weights, sc.acts = s.host, s.host
+	}
+	for i, b := range c.Blocks {
+		sb := &simBlock{comp: sc, index: i, name: b.Name, devBytes: b.Bytes(compute), rawBytes: b.Bytes(c.Storage)}
+		if cap := sc.weights.capacity; cap > 0 && sb.devBytes > cap {
+			return fmt.Errorf("block %s needs %s but the budget is %s", b.Name, tensor.FormatBytes(sb.devBytes), tensor.FormatBytes(cap))
+		}
+		sc.blocks = append(sc.blocks, sb)
+	}
+	s.comps = append(s.comps, sc)
+	s.byName[c.Name] = sc
+	return nil
+}
+
+func (s *sim) loaded(b *simBlock) bool { return b.started && b.finish <= s.now }
+
+func (s *sim) keeps(b *simBlock) bool {
+	p := b.comp.plan
+	return b.index < p.Persistent || p.Blocks[b.name] == residency.Resident
+}
+
+func (s *sim) enqueue(b *simBlock) {
+	if b.queued || b.started {
+		return
+	}
+	b.queued, b.enqAt = true, s.now
+	s.queue = append(s.queue, b)
+}
+
+func (s *sim) prefetch(b *simBlock) {
+	bs := b.comp.blocks
+	n := len(bs)
+	want := min(b.comp.plan.Prefetch, n-1)
+	for i, queued := 1, 0; i < n && queued < want; i++ {
+		x := bs[(b.index+i)%n]
+		if s.loaded(x) && s.keeps(x) {
+			continue
+		}
+		s.enqueue(x)
+		queued++
+	}
+}
+
+// advance starts every queued load whose start time is at or before t.
+func (s *sim) advance(t float64) {
+	for len(s.queue) > 0 && s.err == nil {
+		x := s.queue[0]
+		start := max(s.workerFree, x.enqAt)
+		if start > t {
+			return
+		}
+		s.queue = s.queue[1:]
+		s.startLoad(x, start)
+	}
+}
+
+// startLoad is the copy worker's load: the buffer, the host-tier copy on
+// first use, then the read and the upcast.
+func (s *sim) startLoad(x *simBlock, start float64) {
+	cs := x.comp
+	if x.devBytes == 0 {
+		// Only row-gathered tables: nothing moves, nothing is allocated.
+		x.queued, x.started, x.buf, x.finish = false, true, nil, start
+		return
+	}
+	s.loadingNow = x
+	mapped := cs.weights.mapped
+	buf := cs.weights.alloc(x.devBytes)
+	s.loadingNow = nil
+	if buf == nil {
+		s.fail(fmt.Errorf("load %s (%s): %w", x.name, tensor.FormatBytes(x.devBytes), errOOM))
+		return
+	}
+	fresh := cs.weights.mapped - mapped
+	fromHost := (cs.plan.Placement == residency.Stream || cs.plan.Placement == residency.Onload) && cs.plan.Tier != residency.TierDisk
+	var read float64
+	if fromHost && x.hostCopy == nil {
+		x.hostCopy = s.host.alloc(x.rawBytes)
+		if x.hostCopy == nil {
+			s.fail(fmt.Errorf("host copy of %s (%s): %w", x.name, tensor.FormatBytes(x.rawBytes), errOOM))
+			return
+		}
+		read = float64(x.rawBytes) / (s.hw.DiskGBps * 1e9)
+		cs.stats.bytesDisk += x.rawBytes
+	}
+	if !fromHost {
+		if s.staging == nil {
+			if s.staging = s.host.alloc(stagingBytes); s.staging == nil {
+				s.fail(fmt.Errorf("read staging: %w", errOOM))
+				return
+			}
+		}
+		read = float64(x.rawBytes) / (s.hw.DiskGBps * 1e9)
+		cs.stats.bytesDisk += x.rawBytes
+	}
+	upload := float64(x.devBytes)/s.uploadRate(cs.storage) + float64(fresh)/pageSize*s.hw.FirstTouchUsPerPage*1e-6
+	dur := read + upload
+	x.queued, x.started, x.buf = false, true, buf
+	x.finish = start + dur
+	s.workerFree = x.finish
+	s.inflight = x
+	cs.stats.copy += dur
+	cs.stats.upload += upload
+	cs.stats.loads++
+	cs.stats.bytesCopied += x.devBytes
+}
+
+func (s *sim) uploadRate(storage dtype.DType) float64 {
+	if storage == dtype.F32 {
+		return s.hw.H2DF32GBps * 1e9
+	}
+	return s.hw.H2DGBps * 1e9
+}
+
+func (s *sim) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+// wait blocks the compute thread until every block in bs is loaded.
+func (s *sim) wait(cs *simComp, bs []*simBlock) {
+	for _, x := range bs {
+		for !x.started && len(s.queue) > 0 && s.err == nil {
+			y := s.queue[0]
+			s.queue = s.queue[1:]
+			s.startLoad(y, max(s.workerFree, y.enqAt))
+		}
+		if s.err != nil {
+			return
+		}
+		if x.finish > s.now {
+			cs.stats.stall += x.finish - s.now
+			s.now = x.finish
+		}
+	}
+	s.advance(s.now)
+}
+
+// evict frees a loaded, idle block's device copy.
+func (s *sim) evict(b *simBlock) {
+	if !s.loaded(b) || b.inUse {
+		return
+	}
+	b.comp.weights.release(b.buf)
+	b.buf, b.started, b.queued = nil, false, false
+	b.comp.stats.evictions++
+}
+
+// reclaim is Executor.reclaim: evict the least recently used idle onload
+// component that is neither current nor loading.
+func (s *sim) reclaim(int64) bool {
+	loading := s.loadingNow
+	if loading == nil && s.inflight != nil && s.inflight.finish > s.now {
+		loading = s.inflight
+	}
+	var victim *simComp
+	var victimUse uint64
+	for _, cs := range s.comps {
+		if cs.plan.Placement != residency.Onload || cs == s.current || (loading != nil && loading.comp == cs) {
+			continue
+		}
+		use, isLoaded, busy := uint64(0), false, false
+		for _, b := range cs.blocks {
+			isLoaded = isLoaded || s.loaded(b)
+			busy = busy || b.inUse || b.queued || (b.started && !s.loaded(b))
+			use = max(use, b.lastUse)
+		}
+		if isLoaded && !busy && (victim == nil || use < victimUse) {
+			victim, victimUse = cs, use
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	for _, b := range victim.blocks {
+		s.evict(b)
+	}
+	return true
+}
+
+// run is Executor.Run with fn replaced by the call's events and time.
+func (s *sim) run(cs *simComp, c call) {
+	if s.err != nil {
+		return
+	}
+	b := cs.blocks[c.block]
+	s.current = cs
+	waitFor := []*simBlock{b}
+	switch cs.plan.Placement {
+	case residency.Onload:
+		for _, x := range cs.blocks {
+			s.enqueue(x)
+		}
+		waitFor = cs.blocks
+	case residency.Stream:
+		s.enqueue(b)
+		s.prefetch(b)
+	default:
+		s.enqueue(b)
+	}
+	s.wait(cs, waitFor)
+	if s.err != nil {
+		return
+	}
+	s.clock++
+	b.inUse, b.lastUse = true, s.clock
+
+	dur := s.seconds(c.work) + s.overhead(c.ev)
+	mapped := cs.acts.mapped
+	t0 := s.now
+	for j, ev := range c.ev {
+		s.now = t0 + dur*float64(j+1)/float64(len(c.ev)+1)
+		s.advance(s.now)
+		s.apply(ev, cs.acts)
+	}
+	touch := float64(cs.acts.mapped-mapped) / pageSize * s.hw.FirstTouchUsPerPage * 1e-6
+	s.now = t0 + dur + touch
+	cs.stats.compute += dur + touch
+	s.advance(s.now)
+
+	b.inUse = false
+	if cs.plan.Placement == residency.Stream && !s.keeps(b) {
+		s.evict(b)
+	}
+}
+
+// seconds rates work with the hardware profile.
+func (s *sim) seconds(w work) float64 {
+	return w.gemm/(s.hw.GEMMGFLOPS("")*1e9) + w.attn/(s.hw.AttentionGFLOPS*1e9) +
+		w.conv[0]/(s.hw.ConvSmallGFLOPS*1e9) + w.conv[1]/(s.hw.ConvMidGFLOPS*1e9) + w.conv[2]/(s.hw.ConvGFLOPS*1e9) +
+		w.mem/(s.hw.MemGBps*1e9)
+}
+
+// opsPerAlloc is kernel calls per allocated output: the model code runs
+// about two in-place ops (norm scales, gates, residual adds) for every five
+// that allocate.
+const opsPerAlloc = 1.4
+
+// overhead is the fixed cost of the kernel calls behind a call's events.
+func (s *sim) overhead(ev []event) float64 {
+	n := 0
+	for _, e := range ev {
+		if e.bytes > 0 {
+			n++
+		}
+	}
+	return float64(n) * opsPerAlloc * s.hw.OpOverheadUs * 1e-6
+}
+
+// apply performs one activation event on a device.
+func (s *sim) apply(ev event, on *allocModel) {
+	if s.err != nil {
+		return
+	}
+	if ev.bytes == 0 {
+		if t, ok := s.live[ev.id]; ok {
+			t.on.release(t.blk)
+			delete(s.live, ev.id)
+		}
+		return
+	}
+	blk := on.alloc(ev.bytes)
+	if blk == nil {
+		s.fail(fmt.Errorf("activation of %s: %w", tensor.FormatBytes(ev.bytes), errOOM))
+		return
+	}
+	s.live[ev.id] = liveTensor{blk: blk, on: on}
+}
+
+// move re-homes a live tensor onto another device (the pipeline uploading
+// a host-computed context).
+func (s *sim) move(id int, to *allocModel) {
+	t, ok := s.live[id]
+	if !ok || t.on == to || s.err != nil {
+		return
+	}
+	n := t.blk.size
+	blk := to.alloc(n)
+	if blk == nil {
+		s.fail(fmt.Errorf("upload of %s: %w", tensor.FormatBytes(n), errOOM))
+		return
+	}
+	t.on.release(t.blk)
+	s.live[id] = liveTensor{blk: blk, on: to}
+}
+
+// runPass runs one pass of a component.
+func (s *sim) runPass(cs *simComp, p pass) {
+	for _, ev := range p.pre {
+		s.apply(ev, cs.acts)
+	}
+	for _, c := range p.calls {
+		s.run(cs, c)
+	}
+	for _, ev := range p.post {
+		s.apply(ev, cs.acts)
+	}
+}
+
+// done is Executor.Done.
+func (s *sim) done(cs *simComp) {
+	kept := s.queue[:0]
+	for _, x := range s.queue {
+		if x.comp == cs {
+			x.queued = false
+			continue
+		}
+		kept = append(kept, x)
+	}
+	s.queue = kept
+	if f := s.inflight; f != nil && f.comp == cs && f.finish > s.now {
+		cs.stats.stall += f.finish - s.now
+		s.now = f.finish
+	}
+	if cs.plan.Placement == residency.Stream {
+		for _, b := range cs.blocks {
+			if !s.keeps(b) {
+				s.evict(b)
+			}
+		}
+	}
+	if s.current == cs {
+		s.current = nil
+	}
+}

@@ -1,0 +1,370 @@
+package planner
+
+import (
+	"fmt"
+
+	"ferry/residency"
+)
+
+// The VAE decode follows model/wanvae (decode.go, layers.go, tile.go)
+// allocation by allocation: the decoder runs one latent frame at a time
+// (a "chunk"), every causal 3×3×3 conv keeping the last two frames of its
+// input in a cache slot; norms run on channels-last copies; the first
+// chunk's single-frame convs apply only the kernel's last tap (a copy of
+// that weight slice is allocated). Tiled decodes (diffusers'
+// tiled_decode) decode each tile into a video of its own and blend and
+// crop it into the row being assembled.
+
+// vt is a live activation [B, c, t, h, w] in the VAE script.
+type vt struct {
+	id         int
+	c, t, h, w int
+}
+
+// vslot is one feat_cache entry.
+type vslot struct {
+	frames   *vt
+	set, rep bool
+}
+
+// vaeRec records one chunk's events, call by call.
+type vaeRec struct {
+	r     *recorder
+	b     int
+	slots []*vslot
+	idx   int
+	blk   map[string]int
+	pre   []event // events before the chunk's first Run
+	calls []call
+	cur   *call
+}
+
+func (v *vaeRec) alloc(c, t, h, w int) *vt {
+	return &vt{id: v.r.alloc(f32(v.b, c, t, h, w)), c: c, t: t, h: h, w: w}
+}
+
+func (v *vaeRec) allocBytes(n int64) *vt { return &vt{id: v.r.alloc(n)} }
+
+func (v *vaeRec) free(xs ...*vt) {
+	for _, x := range xs {
+		if x != nil {
+			v.r.free(x.id)
+		}
+	}
+}
+
+func (v *vaeRec) next() *vslot {
+	if v.idx == len(v.slots) {
+		v.slots = append(v.slots, &vslot{})
+	}
+	s := v.slots[v.idx]
+	v.idx++
+	return s
+}
+
+// step starts the executor call of block name.
+func (v *vaeRec) step(name string) {
+	v.flush()
+	v.calls = append(v.calls, call{block: v.blk[VAE+"."+name]})
+	v.cur = &v.calls[len(v.calls)-1]
+}
+
+// flush moves the recorded events into the current call (before the
+// first call: into the chunk's pre events).
+func (v *vaeRec) flush() {
+	if v.cur == nil {
+		v.pre = append(v.pre, v.r.take()...)
+		return
+	}
+	v.cur.ev = append(v.cur.ev, v.r.take()...)
+}
+
+func (v *vaeRec) addWork(w work) {
+	if v.cur != nil {
+		v.cur.work = v.cur.work.add(w)
+	}
+}
+
+func (v *vaeRec) elementwise(x *vt, passes float64) {
+	v.addWork(work{mem: passes * float64(f32(v.b, x.c, x.t, x.h, x.w))})
+}
+
+// normSiLU: permute, RMSNorm, SiLU, permute back.
+func (v *vaeRec) normSiLU(x *vt) *vt {
+	xl := v.alloc(x.c, x.t, x.h, x.w)
+	n := v.alloc(x.c, x.t, x.h, x.w)
+	v.free(xl)
+	y := v.alloc(x.c, x.t, x.h, x.w)
+	v.free(n)
+	v.elementwise(x, 8)
+	return y
+}
+
+func (v *vaeRec) lastFrames(x *vt, n int) *vt {
+	return v.alloc(x.c, min(n, x.t), x.h, x.w)
+}
+
+// conv records a convolution's output and flops.
+func (v *vaeRec) conv(in *vt, cout, kt, kh, pad int) *vt {
+	t, h, w := in.t-kt+1, in.h+2*pad-kh+1, in.w+2*pad-kh+1
+	y := v.alloc(cout, t, h, w)
+	var wk work
+	wk.conv[convBucket(in.c*kt*kh*kh)] = 2 * float64(v.b*t*h*w) * float64(cout*in.c*kt*kh*kh)
+	v.addWork(wk)
+	return y
+}
+
+// convFrames is WanCausalConv3d's forward; it consumes x.
+func (v *vaeRec) convFrames(x, prev *vt, cout, kt, kh, padT, padHW int) *vt {
+	front := 2 * padT
+	if prev == nil && x.t == 1 && front == kt-1 {
+		// convLastTap: the weight's last temporal tap, copied.
+		tap := v.allocBytes(f32(cout, x.c, 1, kh, kh))
+		y := v.conv(x, cout, 1, kh, padHW)
+		v.free(tap, x)
+		return y
+	}
+	in := x
+	if prev != nil && front > 0 {
+		in = v.alloc(x.c, prev.t+x.t, x.h, x.w)
+		front -= prev.t
+	}
+	if front > 0 {
+		padded := v.alloc(in.c, in.t+front, in.h, in.w)
+		v.free(in)
+		in = padded
+	}
+	if in != x {
+		v.free(x)
+	}
+	y := v.conv(in, cout, kt, kh, padHW)
+	v.free(in)
+	return y
+}
+
+func (v *vaeRec) keepFrames(x, prev *vt, zeroFront bool) *vt {
+	keep := v.lastFrames(x, 2)
+	if keep.t >= 2 || (prev == nil && !zeroFront) {
+		return keep
+	}
+	var front *vt
+	if zeroFront {
+		front = v.alloc(x.c, 1, x.h, x.w)
+	} else {
+		front = v.lastFrames(prev, 1)
+	}
+	both := v.alloc(x.c, 1+keep.t, x.h, x.w)
+	v.free(front, keep)
+	return both
+}
+
+func (v *vaeRec) causalConv(x *vt, cout int) *vt {
+	s := v.next()
+	keep := v.keepFrames(x, s.frames, false)
+	y := v.convFrames(x, s.frames, cout, 3, 3, 1, 1)
+	v.free(s.frames)
+	s.frames, s.set = keep, true
+	return y
+}
+
+func (v *vaeRec) resCore(x *vt, cout int) *vt {
+	a := v.causalConv(v.normSiLU(x), cout)
+	b := v.normSiLU(a)
+	v.free(a)
+	return v.causalConv(b, cout)
+}
+
+func (v *vaeRec) resBlock(x *vt, cout int) *vt {
+	y := v.resCore(x, cout)
+	if x.c != cout {
+		h := v.conv(x, cout, 1, 1, 0)
+		v.free(x, h)
+	} else {
+		v.free(x)
+	}
+	v.elementwise(y, 3)
+	return y
+}
+
+func (v *vaeRec) attention(x *vt) *vt {
+	xl := v.alloc(x.c, x.t, x.h, x.w)
+	n := v.alloc(x.c, x.t, x.h, x.w)
+	v.free(xl)
+	qkv := v.alloc(3*x.c, x.t, x.h, x.w)
+	v.free(n)
+	q, k, val := v.alloc(x.c, x.t, x.h, x.w), v.alloc(x.c, x.t, x.h, x.w), v.alloc(x.c, x.t, x.h, x.w)
+	v.free(qkv)
+	o := v.alloc(x.c, x.t, x.h, x.w)
+	v.free(q, k, val)
+	y := v.alloc(x.c, x.t, x.h, x.w)
+	v.free(o)
+	out := v.alloc(x.c, x.t, x.h, x.w)
+	v.free(y, x)
+	tok := float64(x.h * x.w)
+	v.addWork(work{
+		gemm: 2 * float64(v.b*x.t) * tok * float64(4*x.c*x.c),
+		attn: 4 * float64(v.b*x.t) * tok * tok * float64(x.c),
+		mem:  12 * float64(f32(v.b, x.c, x.t, x.h, x.w)),
+	})
+	return out
+}
+
+func (v *vaeRec) timeUpsample(x *vt) *vt {
+	s := v.next()
+	if !s.set {
+		s.set, s.rep = true, true
+		return x
+	}
+	keep := v.keepFrames(x, s.frames, s.rep)
+	prev := s.frames
+	if s.rep {
+		prev = nil
+	}
+	y := v.convFrames(x, prev, 2*x.c, 3, 1, 1, 0)
+	v.free(s.frames)
+	s.frames, s.rep = keep, false
+	out := v.alloc(x.c, 2*y.t, y.h, y.w)
+	v.free(y)
+	v.elementwise(out, 2)
+	return out
+}
+
+func (v *vaeRec) upsample(x *vt, temporal bool) *vt {
+	if temporal {
+		x = v.timeUpsample(x)
+	}
+	u := v.alloc(x.c, x.t, 2*x.h, 2*x.w)
+	v.free(x)
+	y := v.conv(u, x.c/2, 1, 3, 1)
+	v.free(u)
+	v.elementwise(u, 2)
+	return y
+}
+
+// decodeFrame records one chunk: latent frame [z, 1, h, w] in, frames of
+// the tile's video out (returned, to be copied and freed by the caller).
+func (v *vaeRec) decodeFrame(c VAEConfig, h, w int) *vt {
+	v.idx = 0
+	levels := len(c.DimMult)
+	dims := []int{c.BaseDim * c.DimMult[levels-1]}
+	for i := levels - 1; i >= 0; i-- {
+		dims = append(dims, c.BaseDim*c.DimMult[i])
+	}
+	x := v.alloc(c.ZDim, 1, h, w) // the narrowed latent frame
+	v.step("decoder.in")
+	y := v.conv(x, c.ZDim, 1, 1, 0)
+	v.free(x)
+	x = v.causalConv(y, dims[0])
+	v.step("decoder.mid")
+	x = v.resBlock(x, dims[0])
+	x = v.attention(x)
+	x = v.resBlock(x, dims[0])
+	for i := 0; i < levels; i++ {
+		out := dims[i+1]
+		for j := 0; j <= c.NumResBlocks; j++ {
+			v.step(fmt.Sprintf("decoder.up.%d.res.%d", i, j))
+			x = v.resBlock(x, out)
+		}
+		if i < levels-1 {
+			v.step(fmt.Sprintf("decoder.up.%d.upsample", i))
+			x = v.upsample(x, c.TemperalDownsample[len(c.TemperalDownsample)-1-i])
+		}
+	}
+	v.step("decoder.out")
+	a := v.normSiLU(x)
+	v.free(x)
+	x = v.causalConv(a, 3)
+	v.flush()
+	return x
+}
+
+// vaeTile is the script of one tile's (or the whole latent's) decode.
+type vaeTile struct {
+	chunks []pass // the first chunk and a steady one (or just the first)
+	// frames is the chunk count; the steady chunk repeats frames-1 times.
+	frames int
+}
+
+// vaeChunks records the decode of a latent tile [z, frames, h, w]: its
+// cache slots live from the first chunk to the last, which frees them.
+func vaeChunks(p *Profile, b, frames, h, w int, id *ids) vaeTile {
+	comp := p.Component(VAE)
+	v := &vaeRec{r: &recorder{ids: id}, b: b, blk: map[string]int{}}
+	for i, bl := range comp.Blocks {
+		v.blk[bl.Name] = i
+	}
+	tile := vaeTile{frames: frames}
+	for k := range min(frames, 2) {
+		v.calls, v.cur, v.pre = nil, nil, nil
+		out := v.decodeFrame(p.Coder, h, w)
+		ps := pass{pre: v.pre, calls: v.calls}
+		v.free(out) // copied into the tile's video
+		if k == min(frames, 2)-1 {
+			for _, s := range v.slots {
+				v.free(s.frames)
+			}
+		}
+		ps.post = v.r.take()
+		tile.chunks = append(tile.chunks, ps)
+	}
+	return tile
+}
+
+// vaeTileSpec is one tile of a tiled decode, in latent units.
+type vaeTileSpec struct {
+	row, col int
+	y0, x0   int
+	h, w     int
+}
+
+// vaeGrid is tiled_decode's geometry: tiles in latent units, blend and
+// crop extents in pixels; one whole-latent tile when not tiling.
+type vaeGrid struct {
+	tiled       bool
+	tiles       []vaeTileSpec
+	blend, crop int
+	latH, latW  int
+}
+
+func newVAEGrid(req Request, run residency.RunOptions, c VAEConfig) vaeGrid {
+	s := c.SpatialScale()
+	lh, lw := req.Height/s, req.Width/s
+	g := vaeGrid{latH: lh, latW: lw}
+	tile, stride := run.VAETile, run.VAEStride
+	if stride <= 0 {
+		stride = tile * 3 / 4 / 8 * 8
+	}
+	if tile <= 0 || (lh <= tile/s && lw <= tile/s) || stride/s <= 0 {
+		g.tiles = []vaeTileSpec{{h: lh, w: lw}}
+		return g
+	}
+	g.tiled, g.blend, g.crop = true, tile-stride, stride
+	ts, ls := tile/s, stride/s
+	for r, y0 := 0, 0; y0 < lh; r, y0 = r+1, y0+ls {
+		for col, x0 := 0, 0; x0 < lw; col, x0 = col+1, x0+ls {
+			g.tiles = append(g.tiles, vaeTileSpec{row: r, col: col, y0: y0, x0: x0, h: min(ts, lh-y0), w: min(ts, lw-x0)})
+		}
+	}
+	return g
+}
+
+// vaeTiles says how the decode is cut: the latent tile (h, w) and the
+// number of tiles; no tiling is one tile of the whole latent. Tiles start
+// every stride as diffusers' tiled_decode starts them (range(0, n,
+// stride) in latent units) and are clipped at the edges; the planner
+// counts every tile at full size.
+func vaeTiles(req Request, run residency.RunOptions, c VAEConfig) (h, w, tiles int) {
+	s := c.SpatialScale()
+	lh, lw := req.Height/s, req.Width/s
+	if run.VAETile <= 0 || (run.VAETile >= req.Height && run.VAETile >= req.Width) {
+		return lh, lw, 1
+	}
+	stride := run.VAEStride
+	if stride <= 0 {
+		stride = run.VAETile * 3 / 4 / 8 * 8
+	}
+	ls := max(stride/s, 1)
+	count := func(n int) int { return (n + ls - 1) / ls }
+	th, tw := min(run.VAETile/s, lh), min(run.VAETile/s, lw)
+	return max(th, 1), max(tw, 1), count(lh) * count(lw)
+}
