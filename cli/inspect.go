@@ -2,7 +2,13 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
+	"strings"
+
+	"ferry/hwprofile"
+	"ferry/planner"
+	"ferry/residency"
 
 	"ferry/inspect"
 )
@@ -25,6 +31,7 @@ func runInspect(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	m.MinDeviceBytes, m.MinDevicePlan = smallestBudget(*model)
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
@@ -52,4 +59,41 @@ func describeModel(spec string) (*inspect.Model, error) {
 		return nil, userf("--model %s: no such folder, and not a built-in architecture (%v)", spec, err)
 	}
 	return m, nil
+}
+
+// smallestBudget asks the planner for the smallest device budget any plan
+// runs the default request (81 frames at 480x832) in, with this machine's
+// memory as the host budget. Zero when the model is not profiled.
+func smallestBudget(spec string) (int64, string) {
+	prof, err := profileOf(spec)
+	if err != nil {
+		return 0, ""
+	}
+	hw, _, err := hwprofile.LoadOrDefault("")
+	if err != nil {
+		hw = hwprofile.Default()
+	}
+	b := planningBudgets(1, 0)
+	_, _, err = planner.Search(prof, hw, planner.DefaultRequest(), b)
+	var inf *planner.InfeasibleError
+	if errors.As(err, &inf) && inf.MinDeviceBytes > 0 {
+		name := inf.DevicePlan.Name
+		if name == "" {
+			name = describePlan(inf.DevicePlan)
+		}
+		return inf.MinDeviceBytes, name
+	}
+	return 0, ""
+}
+
+// describePlan names each component's placement, e.g.
+// "text_encoder stream k=1 from disk, transformer host, vae onload from host".
+func describePlan(p *residency.Plan) string {
+	var parts []string
+	for _, c := range []string{"text_encoder", "transformer", "vae"} {
+		if cp, ok := p.Components[c]; ok {
+			parts = append(parts, c+" "+placementText(cp))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

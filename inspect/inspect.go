@@ -66,6 +66,11 @@ type Model struct {
 	LargestBlock      string `json:"largest_block"`
 	LargestBlockBytes int64  `json:"largest_block_device_bytes"`
 	Complete          bool   `json:"complete"`
+	// MinDeviceBytes is the smallest device budget any plan runs the
+	// default request (81 frames at 480x832) in, as the planner predicts
+	// it (0: not profiled); MinDevicePlan names that plan.
+	MinDeviceBytes int64  `json:"min_device_bytes,omitempty"`
+	MinDevicePlan  string `json:"min_device_plan,omitempty"`
 }
 
 // ExpectedParams lists the tensors a component class needs, from its
@@ -328,7 +333,10 @@ func (m *Model) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  %s\n", status)
 	if m.LargestBlock != "" {
-		fmt.Fprintf(w, "  largest block: %s, %s on the device: no plan runs in a smaller device budget\n", m.LargestBlock, tensor.FormatBytes(m.LargestBlockBytes))
+		fmt.Fprintf(w, "  largest block: %s, %s on the device\n", m.LargestBlock, tensor.FormatBytes(m.LargestBlockBytes))
+	}
+	if m.MinDeviceBytes > 0 {
+		fmt.Fprintf(w, "  smallest device budget for 81 frames at 480x832: %s (plan %s)\n", tensor.FormatBytes(m.MinDeviceBytes), m.MinDevicePlan)
 	}
 }
 
