@@ -17,12 +17,14 @@ type planFlags struct {
 	blocksPerGroup int
 	useStream      bool
 	vramLimit      sizeFlag
+	force          bool
 	fastVideo      map[string]*bool
 	hwOverrides    map[string]*float64
 }
 
 func (p *planFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&p.spec, "plan", "", "residency plan: a preset ("+strings.Join(planner.PresetNames(), ", ")+") or a plan file (.json/.yaml); default auto")
+	fs.BoolVar(&p.force, "force", false, "run a plan even when it is predicted not to fit the budgets")
 	fs.IntVar(&p.blocksPerGroup, "blocks-per-group", 1, "group-offload: blocks per group")
 	fs.BoolVar(&p.useStream, "use-stream", false, "group-offload: overlap copies with compute")
 	fs.Var(&p.vramLimit, "vram-limit", "vram-limit preset: the limit (default --device-mem)")
@@ -68,12 +70,11 @@ func (p *planFlags) hardware() (hwprofile.Profile, error) {
 // defaults to this machine's memory less the device budget and 1 GiB for
 // the process itself.
 func planningBudgets(device, host int64) planner.Budgets {
-	if host == 0 {
-		if m := hwprofile.MemoryBytes(); m > 0 {
-			host = max(m-device-1<<30, 1<<30)
-		}
+	m := hwprofile.MemoryBytes()
+	if host == 0 && m > 0 {
+		host = max(m-device-1<<30, 1<<30)
 	}
-	return planner.Budgets{DeviceBytes: device, HostBytes: host}
+	return planner.Budgets{DeviceBytes: device, HostBytes: host, RSSBytes: m}
 }
 
 // planned is a plan with its prediction.
@@ -109,5 +110,15 @@ func (p *planFlags) resolve(prof *planner.Profile, req planner.Request, b planne
 	if err != nil {
 		return planned{}, asUser(err)
 	}
+	if !pred.Fits && !p.force {
+		return planned{}, userf("plan %s is predicted not to fit: %s (raise --device-mem/--host-mem, use --plan auto, or --force to run it anyway)", planName(plan), pred.Problem)
+	}
 	return planned{plan: plan, pred: &pred}, nil
+}
+
+func planName(p *residency.Plan) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return describePlan(p)
 }

@@ -128,6 +128,9 @@ func (pr Prediction) overBudget() string {
 	if b := pr.Budgets.HostBytes; b > 0 && pr.PeakHostBytes > b {
 		return fmt.Sprintf("host peak %s exceeds the budget %s", tensor.FormatBytes(pr.PeakHostBytes), tensor.FormatBytes(b))
 	}
+	if b := pr.Budgets.RSSBytes; b > 0 && pr.PeakRSSBytes > b {
+		return fmt.Sprintf("process RSS %s exceeds this machine's memory %s", tensor.FormatBytes(pr.PeakRSSBytes), tensor.FormatBytes(b))
+	}
 	return ""
 }
 

@@ -30,6 +30,11 @@ type Request struct {
 type Budgets struct {
 	DeviceBytes int64 `json:"device_bytes"`
 	HostBytes   int64 `json:"host_bytes"`
+	// RSSBytes caps the predicted process RSS: on the CPU backend device
+	// and host budgets come out of the same RAM, so the CLI sets this to
+	// the machine's memory and a plan that would be killed for memory is
+	// not chosen (0: no cap).
+	RSSBytes int64 `json:"rss_bytes,omitempty"`
 }
 
 // DefaultRequest is Wan 2.1's reference request: 81 frames at 480×832,
