@@ -22,7 +22,7 @@ func TestGenerateWanGolden(t *testing.T) {
 		code, _, stderr := ferry(t, "generate", "--model", filepath.Join(golden, "pipeline"),
 			"--prompt", "A cat walks on the grass, realistic", "--negative-prompt", "blurry, low quality",
 			"--steps", "3", "--guidance", "5", "--max-sequence-length", "32",
-			"--latents", filepath.Join(golden, "inputs.safetensors"), "--plan", plan, "--out", out, "--quiet")
+			"--latents", filepath.Join(golden, "inputs.safetensors"), "--plan", plan, "--dtype", "fp32", "--out", out, "--quiet")
 		if code != 0 {
 			t.Fatalf("plan %s: exit %d: %s", plan, code, stderr)
 		}

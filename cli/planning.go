@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"ferry/dtype"
 	"ferry/hwprofile"
+	"ferry/pipeline"
 	"ferry/planner"
 	"ferry/residency"
 )
@@ -18,12 +20,14 @@ type planFlags struct {
 	useStream      bool
 	vramLimit      sizeFlag
 	force          bool
+	dtype          string
 	fastVideo      map[string]*bool
 	hwOverrides    map[string]*float64
 }
 
 func (p *planFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&p.spec, "plan", "", "residency plan: a preset ("+strings.Join(planner.PresetNames(), ", ")+") or a plan file (.json/.yaml); default auto")
+	fs.StringVar(&p.dtype, "dtype", pipeline.DefaultComputeDType().String(), "compute dtype of the GEMMs: bf16 (weights stay bf16, activations rounded at the GEMM input; the default where the CPU has AVX512-BF16) or fp32")
 	fs.BoolVar(&p.force, "force", false, "run a plan even when it is predicted not to fit the budgets")
 	fs.IntVar(&p.blocksPerGroup, "blocks-per-group", 1, "group-offload: blocks per group")
 	fs.BoolVar(&p.useStream, "use-stream", false, "group-offload: overlap copies with compute")
@@ -83,10 +87,24 @@ type planned struct {
 	pred *planner.Prediction
 }
 
+// computeDType parses --dtype.
+func (p *planFlags) computeDType() (dtype.DType, error) {
+	switch strings.ToLower(p.dtype) {
+	case "bf16", "bfloat16":
+		return dtype.BF16, nil
+	case "fp32", "f32", "float32":
+		return dtype.F32, nil
+	}
+	return 0, userf("--dtype %q: want bf16 or fp32", p.dtype)
+}
+
 // resolve builds the plan the flags ask for and predicts it.
 func (p *planFlags) resolve(prof *planner.Profile, req planner.Request, b planner.Budgets) (planned, error) {
 	hw, err := p.hardware()
 	if err != nil {
+		return planned{}, err
+	}
+	if prof.Compute, err = p.computeDType(); err != nil {
 		return planned{}, err
 	}
 	var plan *residency.Plan

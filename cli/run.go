@@ -29,8 +29,12 @@ func execute(e *env, g *genFlags, j job, pl planned) error {
 	j.SetProgress(bars.step, bars.frame)
 
 	budget := pipeline.Budget{DeviceBytes: g.deviceMem.bytes, HostBytes: g.hostMem.bytes}
+	dt, err := g.computeDType()
+	if err != nil {
+		return err
+	}
 	var rt *pipeline.Runtime
-	rt, err := pipeline.NewRuntime(budget, plan, pipeline.Options{Context: e.ctx,
+	rt, err = pipeline.NewRuntime(budget, plan, pipeline.Options{Context: e.ctx, ComputeDType: dt,
 		OnBlock: func(comp, _ string) { bars.block(rt, comp) }})
 	if err != nil {
 		return err

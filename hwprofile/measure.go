@@ -79,6 +79,10 @@ func Measure(opts Options) (Profile, error) {
 		logf("gemm %s", impl.Name())
 		p.Gemm = append(p.Gemm, measureGemm(impl, sz))
 	}
+	if len(opts.Gemm) == 0 {
+		logf("gemm go-bf16")
+		p.Gemm = append(p.Gemm, measureGemmBF16(sz))
+	}
 	sort.SliceStable(p.Gemm, func(i, j int) bool { return p.Gemm[i].GFLOPS > p.Gemm[j].GFLOPS })
 	p.GemmDefault = gemm.Best().Name()
 
@@ -158,6 +162,31 @@ func measureGemm(impl gemm.Impl, sz sizes) GemmRate {
 	}
 	// The rate of the whole mix (total flops over total time), which is
 	// what a transformer block's products add up to.
+	r.GFLOPS = flops / secs / 1e9
+	return r
+}
+
+// measureGemmBF16 times the bf16 path as a pipeline uses it: weights bf16
+// on the device, the backend computing in bf16 ("go-bf16").
+func measureGemmBF16(sz sizes) GemmRate {
+	be := cpu.New(cpu.NewDevice(0), gemm.Best())
+	r := GemmRate{Name: "go-bf16"}
+	if be.SetComputeDType(dtype.BF16) != nil {
+		return r
+	}
+	ops := tensor.NewOps(be)
+	var flops, secs float64
+	for _, s := range sz.gemm {
+		m, n, k := s[0], s[1], s[2]
+		x, w32 := ops.Zeros(m, k), ops.Zeros(n, k)
+		w := ops.Cast(w32, dtype.BF16)
+		sec := timeIt(sz.minTime/time.Duration(len(sz.gemm)), func() { ops.Linear(x, w, nil).Free() })
+		tensor.Free(x, w32, w)
+		g := 2 * float64(m) * float64(n) * float64(k) / sec / 1e9
+		r.Shapes = append(r.Shapes, ShapeRate{M: m, N: n, K: k, GFLOPS: g})
+		flops += 2 * float64(m) * float64(n) * float64(k)
+		secs += sec
+	}
 	r.GFLOPS = flops / secs / 1e9
 	return r
 }

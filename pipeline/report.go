@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"ferry/backend/cpu/gemm"
 	"ferry/residency"
 )
 
@@ -38,6 +39,7 @@ type Measured struct {
 	BytesCopied             int64     `json:"bytes_copied"`
 	BytesReadDisk           int64     `json:"bytes_read_disk"`
 	Gemm                    string    `json:"gemm,omitempty"`
+	ComputeDType            string    `json:"compute_dtype"`
 }
 
 // Phase names shared by pipelines.
@@ -67,9 +69,10 @@ func (rt *Runtime) Measure() Measured {
 	for _, s := range rt.steps {
 		m.StepS = append(m.StepS, s.Seconds())
 	}
-	if n, ok := rt.Backend.(interface{ GemmName() string }); ok {
-		m.Gemm = n.GemmName()
+	if g, ok := rt.Backend.(interface{ GEMM() gemm.Impl }); ok && g.GEMM() != nil {
+		m.Gemm = g.GEMM().Name()
 	}
+	m.ComputeDType = rt.ComputeDType.String()
 	return m
 }
 

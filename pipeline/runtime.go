@@ -11,6 +11,7 @@ import (
 
 	"ferry/backend/cpu"
 	"ferry/backend/cpu/gemm"
+	"ferry/dtype"
 	"ferry/residency"
 	"ferry/tensor"
 	"ferry/trace"
@@ -32,6 +33,8 @@ type Runtime struct {
 	HostBackend tensor.Backend
 	Exec        *residency.Executor
 	Trace       *trace.Recorder
+	// ComputeDType is the dtype GEMM weights take on the device.
+	ComputeDType dtype.DType
 
 	ctx     context.Context
 	stopRSS func()
@@ -50,6 +53,19 @@ type Options struct {
 	OnBlock func(component, block string)
 	// RSSEvery samples the process RSS into the trace this often (0: 100ms).
 	RSSEvery time.Duration
+	// ComputeDType BF16 keeps GEMM weights bf16 on the device and rounds
+	// activations to bf16 at the GEMM input (float32 accumulation); F32
+	// (the default, also when zero) widens every weight to float32.
+	ComputeDType dtype.DType
+}
+
+// DefaultComputeDType is BF16 where the CPU multiplies bf16 natively
+// (AVX512-BF16), F32 elsewhere.
+func DefaultComputeDType() dtype.DType {
+	if gemm.HasBF16Kernel() {
+		return dtype.BF16
+	}
+	return dtype.F32
 }
 
 // NewRuntime builds devices under the budget and an executor for the plan.
@@ -75,9 +91,19 @@ func NewRuntime(b Budget, plan *residency.Plan, opt Options) (*Runtime, error) {
 	}
 	rt.Device.Observe(counter(rt.Trace, "device"))
 	rt.Host.Observe(counter(rt.Trace, "host"))
-	rt.Backend = cpu.New(rt.Device, g)
-	rt.HostBackend = cpu.New(rt.Host, g)
-	ex, err := residency.New(residency.Config{Backend: rt.Backend, HostBackend: rt.HostBackend, Plan: plan, Trace: rt.Trace, Context: rt.ctx, OnBlock: opt.OnBlock})
+	be, hostBe := cpu.New(rt.Device, g), cpu.New(rt.Host, g)
+	matrix := dtype.F32
+	if opt.ComputeDType == dtype.BF16 {
+		matrix = dtype.BF16
+		for _, b := range []*cpu.Backend{be, hostBe} {
+			if err := b.SetComputeDType(dtype.BF16); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rt.Backend, rt.HostBackend, rt.ComputeDType = be, hostBe, matrix
+	ex, err := residency.New(residency.Config{Backend: rt.Backend, HostBackend: rt.HostBackend, Plan: plan, Trace: rt.Trace,
+		Context: rt.ctx, OnBlock: opt.OnBlock, MatrixDType: matrix})
 	if err != nil {
 		return nil, err
 	}

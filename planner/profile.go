@@ -46,8 +46,10 @@ type ComponentProfile struct {
 type BlockProfile struct {
 	Name string // full name, "transformer.blocks.3"
 	// Tensors holds the element count of every tensor that moves with the
-	// block, in declaration order.
+	// block, in declaration order; Matrix marks the GEMM weights among them
+	// (tagged "matrix"), which keep a bf16 compute dtype on the device.
 	Tensors []int64
+	Matrix  []bool
 	// RowElems counts the elements of row tables (read by row, never moved).
 	RowElems int64
 }
@@ -71,17 +73,64 @@ func (b BlockProfile) Bytes(dt dtype.DType) int64 {
 	return n
 }
 
-// DeviceBytes is the component's weights on the device in dt.
-func (c *ComponentProfile) DeviceBytes(dt dtype.DType) int64 {
+// ComputeBytes is the block's size on the device when GEMM weights take
+// the compute dtype and every other float tensor float32, as the executor
+// lays it out (residency.Config.MatrixDType).
+func (b BlockProfile) ComputeBytes(compute dtype.DType) int64 {
+	var n int64
+	for i, t := range b.Tensors {
+		size := int64(4)
+		if compute == dtype.BF16 && i < len(b.Matrix) && b.Matrix[i] {
+			size = 2
+		}
+		n += alignUp(t*size, 64)
+	}
+	return n
+}
+
+// DeviceBytes is the component's weights on the device for a compute dtype.
+func (c *ComponentProfile) DeviceBytes(compute dtype.DType) int64 {
 	var n int64
 	for _, b := range c.Blocks {
-		n += b.Bytes(dt)
+		n += b.ComputeBytes(compute)
 	}
 	return n
 }
 
 // StoredBytes is the component's weights in their storage dtype.
-func (c *ComponentProfile) StoredBytes() int64 { return c.DeviceBytes(c.Storage) }
+func (c *ComponentProfile) StoredBytes() int64 {
+	var n int64
+	for _, b := range c.Blocks {
+		n += b.Bytes(c.Storage)
+	}
+	return n
+}
+
+// MarkMatrices flags the tensors named in matrix (residency.MatrixWeights)
+// as GEMM weights; params must be the list the profile was built from.
+func (c *ComponentProfile) MarkMatrices(params []residency.ParamSpec, matrix map[string]bool) {
+	index := map[string]int{}
+	for i, b := range c.Blocks {
+		index[b.Name] = i
+		c.Blocks[i].Matrix = make([]bool, len(b.Tensors))
+	}
+	seen := map[string]int{}
+	for _, ps := range params {
+		if ps.Rows {
+			continue
+		}
+		name := c.Name + "." + ps.Block
+		i, ok := index[name]
+		if !ok {
+			continue
+		}
+		k := seen[name]
+		seen[name]++
+		if k < len(c.Blocks[i].Matrix) {
+			c.Blocks[i].Matrix[k] = matrix[ps.Name]
+		}
+	}
+}
 
 // Component returns the named component, or nil.
 func (p *Profile) Component(name string) *ComponentProfile {
@@ -153,15 +202,27 @@ func NewWanProfile(name string, text umt5.Config, tr wan.Config, vae VAEConfig, 
 	if vaeParams == nil {
 		vaeParams = vae.DecoderParams()
 	}
+	te := ComponentFromParams(TextEncoder, dtype.BF16, text.Params())
+	trc := ComponentFromParams(Transformer, dtype.F32, tr.Params())
+	for _, m := range []struct {
+		c      *ComponentProfile
+		params []residency.ParamSpec
+		comp   *residency.Component
+	}{
+		{te, text.Params(), umt5.New(text).Component(TextEncoder, nil)},
+		{trc, tr.Params(), wan.New(tr).Component(Transformer, nil)},
+	} {
+		matrix, err := residency.MatrixWeights(m.comp)
+		if err != nil {
+			return nil, fmt.Errorf("planner: %s: %w", name, err)
+		}
+		m.c.MarkMatrices(m.params, matrix)
+	}
 	return &Profile{
-		Name:    name,
-		Compute: dtype.F32,
-		Components: []*ComponentProfile{
-			ComponentFromParams(TextEncoder, dtype.BF16, text.Params()),
-			ComponentFromParams(Transformer, dtype.F32, tr.Params()),
-			ComponentFromParams(VAE, dtype.F32, decoderOnly(vaeParams)),
-		},
-		Text: text, Wan: tr, Coder: vae,
+		Name:       name,
+		Compute:    dtype.F32,
+		Components: []*ComponentProfile{te, trc, ComponentFromParams(VAE, dtype.F32, decoderOnly(vaeParams))},
+		Text:       text, Wan: tr, Coder: vae,
 	}, nil
 }
 

@@ -171,13 +171,13 @@ func (sr *searcher) kept(comp string, c residency.ComponentPlan) (dev, host int6
 	for i, b := range prof.Blocks {
 		switch c.Placement {
 		case residency.Resident:
-			dev += seg(b.Bytes(sr.p.Compute))
+			dev += seg(b.ComputeBytes(sr.p.Compute))
 		case residency.Stream:
 			if i < c.Persistent {
-				dev += seg(b.Bytes(sr.p.Compute))
+				dev += seg(b.ComputeBytes(sr.p.Compute))
 			}
 		case residency.Host:
-			host += seg(b.Bytes(sr.p.Compute))
+			host += seg(b.ComputeBytes(sr.p.Compute))
 		}
 		if (c.Placement == residency.Stream || c.Placement == residency.Onload) && c.Tier != residency.TierDisk {
 			host += seg(b.Bytes(prof.Storage))

@@ -72,6 +72,7 @@ func (a compStats) minus(b compStats) compStats {
 // the copy worker's loads, one at a time in queue order.
 type sim struct {
 	hw        hwprofile.Profile
+	compute   dtype.DType // the GEMM weights' device dtype
 	dev, host *allocModel
 	comps     []*simComp
 	byName    map[string]*simComp
@@ -106,12 +107,13 @@ func newSim(hw hwprofile.Profile, b Budgets) *sim {
 
 // register declares a component as Executor.Register does.
 func (s *sim) register(c *ComponentProfile, plan residency.ComponentPlan, compute dtype.DType) error {
+	s.compute = compute
 	sc := &simComp{name: c.Name, plan: plan, storage: c.Storage, weights: s.dev, acts: s.dev}
 	if plan.Placement == residency.Host {
 		sc.weights, sc.acts = s.host, s.host
 	}
 	for i, b := range c.Blocks {
-		sb := &simBlock{comp: sc, index: i, name: b.Name, devBytes: b.Bytes(compute), rawBytes: b.Bytes(c.Storage)}
+		sb := &simBlock{comp: sc, index: i, name: b.Name, devBytes: b.ComputeBytes(compute), rawBytes: b.Bytes(c.Storage)}
 		if cap := sc.weights.capacity; cap > 0 && sb.devBytes > cap {
 			return fmt.Errorf("block %s needs %s but the budget is %s", b.Name, tensor.FormatBytes(sb.devBytes), tensor.FormatBytes(cap))
 		}
@@ -337,9 +339,22 @@ func (s *sim) run(cs *simComp, c call) {
 
 // seconds rates work with the hardware profile.
 func (s *sim) seconds(w work) float64 {
-	return w.gemm/(s.hw.GEMMGFLOPS("")*1e9) + w.attn/(s.hw.AttentionGFLOPS*1e9) +
+	return w.gemm/(s.gemmGFLOPS()*1e9) + w.attn/(s.hw.AttentionGFLOPS*1e9) +
 		w.conv[0]/(s.hw.ConvSmallGFLOPS*1e9) + w.conv[1]/(s.hw.ConvMidGFLOPS*1e9) + w.conv[2]/(s.hw.ConvGFLOPS*1e9) +
 		w.mem/(s.hw.MemGBps*1e9)
+}
+
+// gemmGFLOPS is the measured rate of the products as they run: the bf16
+// path's when GEMM weights are bf16, the default implementation's else.
+func (s *sim) gemmGFLOPS() float64 {
+	if s.compute == dtype.BF16 {
+		for _, g := range s.hw.Gemm {
+			if g.Name == "go-bf16" && g.GFLOPS > 0 {
+				return g.GFLOPS
+			}
+		}
+	}
+	return s.hw.GEMMGFLOPS("")
 }
 
 // opsPerAlloc is kernel calls per allocated output: the model code runs

@@ -69,6 +69,31 @@ func linearBF16(h *harness) {
 	want, tol := refLinear(x, wb, nil, m, n, k)
 	h.near("linear with BF16 weights", h.download(g.dst), want, tol)
 	h.intact("linear with BF16 weights", g)
+	linearBF16Compute(h, x, wb, tx, tw, m, n, k)
+}
+
+// linearBF16Compute: a backend that can compute in bf16 rounds the
+// activations to bf16 at the GEMM input. Products of two bf16 values are
+// exact in float32, so the float32 dot-product bound applies against a
+// reference computed on the rounded activations.
+func linearBF16Compute(h *harness, x, wb []float32, tx, tw *tensor.Tensor, m, n, k int) {
+	bc, ok := h.be.(interface{ SetComputeDType(dtype.DType) error })
+	if !ok || bc.SetComputeDType(dtype.BF16) != nil {
+		return
+	}
+	defer bc.SetComputeDType(dtype.F32)
+	xb := make([]float32, len(x))
+	for i, v := range x {
+		xb[i] = roundBF16(v)
+	}
+	g := h.guarded(dtype.F32, m, n)
+	if err := call(func() error { return h.be.Linear(g.dst, tx, tw, nil) }); err != nil {
+		h.t.Errorf("linear with BF16 compute: %v", err)
+		return
+	}
+	want, tol := refLinear(xb, wb, nil, m, n, k)
+	h.near("linear with BF16 compute", h.download(g.dst), want, tol)
+	h.intact("linear with BF16 compute", g)
 }
 
 // testMatMul: batched products with b per batch or shared, transposed or

@@ -1,10 +1,12 @@
 package cpu
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
 
+	"ferry/backend/cpu/gemm"
 	"ferry/dtype"
 	"ferry/tensor"
 )
@@ -13,10 +15,13 @@ import (
 // and streams over the keys attnTileK at a time, keeping a running maximum
 // and sum per row (the online softmax of flash attention). Its scratch is a
 // score tile [attnTileQ, attnTileK] and an accumulator [attnTileQ, D]:
-// 64 KiB + 32 KiB at D = 128, inside L2. (Variables only so that tests can
-// shrink them.)
+// 128 KiB + 64 KiB at D = 128, inside L2. 128 query rows rather than 64
+// halve the passes over each head's packed keys and values; a sweep
+// (BenchmarkAttentionTiles) found 128×256 within noise of the best at
+// D = 64 and 128. (Variables only so that tests can shrink them; the packed
+// path rounds the key tile to the GEMM's panel width.)
 var (
-	attnTileQ = 64
+	attnTileQ = 128
 	attnTileK = 256
 )
 
@@ -30,11 +35,13 @@ type attnScratch struct {
 
 var attnScratchPool sync.Pool
 
-func getAttnScratch(d int) *attnScratch {
+// getAttnScratch returns scratch for query tiles of attnTileQ rows, key
+// tiles of tk and head dimension d.
+func getAttnScratch(d, tk int) *attnScratch {
 	sc, _ := attnScratchPool.Get().(*attnScratch)
-	if sc == nil || cap(sc.s) < attnTileQ*attnTileK || cap(sc.m) < attnTileQ {
+	if sc == nil || cap(sc.s) < attnTileQ*tk || cap(sc.m) < attnTileQ {
 		sc = &attnScratch{
-			s:   make([]float32, attnTileQ*attnTileK),
+			s:   make([]float32, attnTileQ*tk),
 			m:   make([]float32, attnTileQ),
 			l:   make([]float32, attnTileQ),
 			mx:  make([]float32, attnTileQ),
@@ -71,15 +78,120 @@ func (be *Backend) Attention(dst, q, k, v, bias *tensor.Tensor, scale float32) e
 		fillT(be.pool, p.out, float32(math.NaN()))
 		return nil
 	}
+	if pk, ok := be.tiles.(gemm.PanelPacker); ok {
+		return be.attentionPacked(&p, pk)
+	}
 	items := p.b * p.heads * p.tilesPerQuery
+	mul := plainProducts{g: be.tiles, p: &p}
 	be.pool.For(items, 1, func(lo, hi int) {
-		sc := getAttnScratch(p.d)
+		sc := getAttnScratch(p.d, attnTileK)
 		for it := lo; it < hi; it++ {
-			be.attentionTile(&p, sc, it)
+			qt := it % p.tilesPerQuery
+			bh := it / p.tilesPerQuery
+			p.tile(sc, mul, bh/p.heads, bh%p.heads, qt, attnTileK)
 		}
 		attnScratchPool.Put(sc)
 	})
 	return nil
+}
+
+// attentionPacked runs one (batch, head) at a time: its keys and values are
+// packed into the GEMM's panel layout once (one worker each), then the pool
+// runs its query tiles against the packed panels. Packing per query tile
+// instead moved every key and value once per tile, costing about as much
+// as the products themselves.
+func (be *Backend) attentionPacked(p *attnProblem, pk gemm.PanelPacker) error {
+	nr := pk.PanelWidth()
+	tk := max(nr, attnTileK/nr*nr) // key tiles start on panel boundaries
+	tiles := (p.lk + tk - 1) / tk
+	kLen := pk.PackedLen(p.lk, p.d)
+	vLen := pk.PackedLen(p.d, tk)
+	buf := getScratch(&packScratchPool, kLen+tiles*vLen)
+	defer packScratchPool.Put(buf)
+	mul := packedProducts{pk: pk, p: p, tk: tk, v: make([]*gemm.Packed, tiles)}
+	ld := p.heads * p.d
+	for bh := range p.b * p.heads {
+		b, h := bh/p.heads, bh%p.heads
+		off := (b*p.lk*p.heads + h) * p.d
+		var errK, errV error
+		be.pool.Run(2, func(i int) {
+			if i == 0 {
+				mul.k, errK = pk.PackB((*buf)[:kLen], true, p.lk, p.d, p.k[off:], ld)
+				return
+			}
+			for t := range tiles {
+				k0 := t * tk
+				dst := (*buf)[kLen+t*vLen : kLen+(t+1)*vLen]
+				if mul.v[t], errV = pk.PackB(dst, false, p.d, min(tk, p.lk-k0), p.v[off+k0*ld:], ld); errV != nil {
+					return
+				}
+			}
+		})
+		if err := errors.Join(errK, errV); err != nil {
+			return fmt.Errorf("cpu: attention: pack keys and values: %w", err)
+		}
+		be.pool.For(p.tilesPerQuery, 1, func(lo, hi int) {
+			sc := getAttnScratch(p.d, tk)
+			for qt := lo; qt < hi; qt++ {
+				p.tile(sc, mul, b, h, qt, tk)
+			}
+			attnScratchPool.Put(sc)
+		})
+	}
+	return nil
+}
+
+var packScratchPool sync.Pool
+
+// tileProducts computes the two products of an attention tile.
+type tileProducts interface {
+	// scores sets s [mq, nk] = scale · q rows [q0, q0+mq) · keys
+	// [k0, k0+nk)ᵀ of batch b, head h.
+	scores(s []float32, b, h, q0, mq, k0, nk int)
+	// accumulate adds s [mq, nk] · values [k0, k0+nk) to o [mq, D].
+	accumulate(o, s []float32, b, h, mq, k0, nk int)
+}
+
+// plainProducts multiplies the raw [B, L, H, D] operands (the GEMM packs
+// them per call).
+type plainProducts struct {
+	g gemm.Impl
+	p *attnProblem
+}
+
+func (m plainProducts) scores(s []float32, b, h, q0, mq, k0, nk int) {
+	p := m.p
+	ld := p.heads * p.d
+	m.g.Sgemm(false, true, mq, nk, p.d, p.scale, p.q[((b*p.lq+q0)*p.heads+h)*p.d:], ld,
+		p.k[((b*p.lk+k0)*p.heads+h)*p.d:], ld, 0, s, nk)
+}
+
+func (m plainProducts) accumulate(o, s []float32, b, h, mq, k0, nk int) {
+	p := m.p
+	m.g.Sgemm(false, false, mq, p.d, nk, 1, s, nk, p.v[((b*p.lk+k0)*p.heads+h)*p.d:], p.heads*p.d, 1, o, p.d)
+}
+
+// packedProducts multiplies by one head's keys and values packed once: k
+// holds all keys (a column view per key tile), v[t] the values of key
+// tile t.
+type packedProducts struct {
+	pk gemm.Packer
+	p  *attnProblem
+	tk int // keys per tile
+	k  *gemm.Packed
+	v  []*gemm.Packed
+}
+
+// The packed operands were built for this call's shapes, so SgemmPacked
+// and Columns cannot fail here; their errors are dropped.
+func (m packedProducts) scores(s []float32, b, h, q0, mq, k0, nk int) {
+	p := m.p
+	view, _ := m.k.Columns(k0, nk)
+	_ = m.pk.SgemmPacked(false, mq, p.scale, p.q[((b*p.lq+q0)*p.heads+h)*p.d:], p.heads*p.d, view, 0, s, nk)
+}
+
+func (m packedProducts) accumulate(o, s []float32, b, h, mq, k0, nk int) {
+	_ = m.pk.SgemmPacked(false, mq, 1, s, nk, m.v[k0/m.tk], 1, o, m.p.d)
 }
 
 func planAttention(dst, q, k, v, bias *tensor.Tensor, scale float32) (attnProblem, error) {
@@ -125,11 +237,8 @@ func planAttention(dst, q, k, v, bias *tensor.Tensor, scale float32) (attnProble
 	return p, nil
 }
 
-// attentionTile computes one tile of query rows for one batch and head.
-func (be *Backend) attentionTile(p *attnProblem, sc *attnScratch, item int) {
-	qt := item % p.tilesPerQuery
-	h := item / p.tilesPerQuery % p.heads
-	b := item / p.tilesPerQuery / p.heads
+// tile computes query tile qt of batch b, head h, over key tiles of tk.
+func (p *attnProblem) tile(sc *attnScratch, mul tileProducts, b, h, qt, tk int) {
 	q0 := qt * attnTileQ
 	mq := min(attnTileQ, p.lq-q0)
 	ld := p.heads * p.d // row stride of every operand in [B, L, H, D]
@@ -141,16 +250,15 @@ func (be *Backend) attentionTile(p *attnProblem, sc *attnScratch, item int) {
 	for i := range m {
 		m[i], l[i] = float32(math.Inf(-1)), 0
 	}
-	for k0 := 0; k0 < p.lk; k0 += attnTileK {
-		nk := min(attnTileK, p.lk-k0)
-		kOff := ((b*p.lk+k0)*p.heads + h) * p.d
+	for k0 := 0; k0 < p.lk; k0 += tk {
+		nk := min(tk, p.lk-k0)
 		s := sc.s[:mq*nk]
-		be.gemm.Sgemm(false, true, mq, nk, p.d, p.scale, p.q[qOff:], ld, p.k[kOff:], ld, 0, s, nk)
+		mul.scores(s, b, h, q0, mq, k0, nk)
 		if p.bias != nil {
 			p.addBias(s, b, h, q0, mq, k0, nk)
 		}
 		onlineSoftmax(s, o, nk, p.d, m, l, sc.mx[:mq], sc.cor[:mq])
-		be.gemm.Sgemm(false, false, mq, p.d, nk, 1, s, nk, p.v[kOff:], ld, 1, o, p.d)
+		mul.accumulate(o, s, b, h, mq, k0, nk)
 	}
 	for i := range mq {
 		out := p.out[qOff+i*ld : qOff+i*ld+p.d]

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"ferry/backend/cpu/gemm"
@@ -19,11 +20,21 @@ import (
 // Matrix products go through a gemm.Impl. Large products are handed to the
 // Impl whole, on the assumption that a fast Impl parallelises them itself;
 // small ones (attention tiles, convolution tiles, small batches) are run from
-// inside the pool's workers, one per worker.
+// inside the pool's workers, one per worker, by the single-threaded Go GEMM
+// whatever the Impl (see Backend.tiles).
 type Backend struct {
 	dev  *Device
 	gemm gemm.Impl
 	pool *parallel.Pool
+	// tiles multiplies the small products that kernels run inside the
+	// pool's workers (attention and convolution tiles): the Go GEMM on a
+	// pool of one, so a tile never spawns threads of its own. (OpenBLAS
+	// called from the workers ran attention at 8 GFLOP/s: its own threads
+	// and their busy-waiting fought the pool for the two cores.)
+	tiles gemm.Impl
+	// bf16 multiplies bf16 weights when compute is dtype.BF16.
+	bf16    gemm.BF16Impl
+	compute dtype.DType
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -38,8 +49,56 @@ func New(dev *Device, g gemm.Impl) *Backend {
 	if g == nil {
 		g = gemm.Naive{}
 	}
-	return &Backend{dev: dev, gemm: g, pool: parallel.Default()}
+	return &Backend{dev: dev, gemm: g, pool: parallel.Default(), tiles: tileGEMM(), bf16: gemm.DefaultBF16(), compute: dtype.F32}
 }
+
+var (
+	tileGEMMOnce sync.Once
+	tileGo       *gemm.Go
+)
+
+// tileGEMM is the process-wide single-threaded Go GEMM for tiles.
+func tileGEMM() *gemm.Go {
+	tileGEMMOnce.Do(func() { tileGo = gemm.NewGo(parallel.New(1)) })
+	return tileGo
+}
+
+// SetComputeDType chooses how Linear multiplies BF16 weights: F32 (the
+// default) widens them exactly and runs the fp32 GEMM; BF16 rounds the
+// activations to bf16 as well and runs the bf16 GEMM (VDPBF16PS where the
+// CPU has AVX512-BF16, about 1.6× the fp32 rate), the plan's compute dtype
+// bf16. F32 weights always run in fp32. Call it before use, not
+// concurrently with kernels.
+func (be *Backend) SetComputeDType(dt dtype.DType) error {
+	if dt != dtype.F32 && dt != dtype.BF16 {
+		return fmt.Errorf("cpu: compute dtype %s not supported (want F32 or BF16)", dt)
+	}
+	be.compute = dt
+	return nil
+}
+
+// ComputeDType is the dtype BF16-weight products run in (F32 or BF16).
+func (be *Backend) ComputeDType() dtype.DType { return be.compute }
+
+// SetBF16GEMM replaces the bf16 GEMM (default gemm.DefaultBF16()), for
+// benchmarks and tests.
+func (be *Backend) SetBF16GEMM(g gemm.BF16Impl) {
+	if g != nil {
+		be.bf16 = g
+	}
+}
+
+// SetTileGEMM replaces the GEMM of the small products run inside the
+// pool's workers (default: the single-threaded Go GEMM). It must not start
+// threads of its own; for benchmarks and tests.
+func (be *Backend) SetTileGEMM(g gemm.Impl) {
+	if g != nil {
+		be.tiles = g
+	}
+}
+
+// BF16GEMM is the bf16 matrix-multiply implementation in use.
+func (be *Backend) BF16GEMM() gemm.BF16Impl { return be.bf16 }
 
 // Name is "cpu".
 func (be *Backend) Name() string { return "cpu" }

@@ -18,8 +18,14 @@ import (
 //     ceiling the kernel puts on any GEMM;
 //   - "blocked": blockedGEMM below, plain Go, a stand-in for scale only.
 //
-// Add the real implementation to benchGEMMs when it lands.
-func benchGEMMs() []gemm.Impl { return []gemm.Impl{nullGEMM{}, blockedGEMM{}} }
+// and the real ones: the Go GEMM and OpenBLAS where it loads.
+func benchGEMMs() []gemm.Impl {
+	impls := []gemm.Impl{nullGEMM{}, gemm.DefaultGo()}
+	if o, err := gemm.OpenBLAS(); err == nil {
+		impls = append(impls, o)
+	}
+	return impls
+}
 
 // nullGEMM leaves C as it is.
 type nullGEMM struct{}
@@ -90,13 +96,25 @@ func (blockedGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []fl
 }
 
 type bench struct {
-	b   *testing.B
-	be  *cpu.Backend
-	ops *tensor.Ops
+	b         *testing.B
+	be        *cpu.Backend
+	ops       *tensor.Ops
+	cpu0, cpu float64
+	bytes     int64 // moved per op, for memory-bound kernels
+}
+
+// setBytes records the bytes one op reads plus writes: the benchmark then
+// reports MB/s and GB/s.
+func (x *bench) setBytes(n int64) {
+	x.bytes = n
+	x.b.SetBytes(n)
 }
 
 func newBench(b *testing.B, g gemm.Impl) *bench {
 	be := cpu.New(cpu.NewDevice(0), g)
+	if _, null := g.(nullGEMM); null {
+		be.SetTileGEMM(g)
+	}
 	return &bench{b: b, be: be, ops: tensor.NewOps(be)}
 }
 
@@ -123,29 +141,52 @@ func (x *bench) empty(shape ...int) *tensor.Tensor {
 	return t
 }
 
+// run times fn after one warm-up call (scratch growth, first-touch page
+// faults), recording the CPU time used for flopRate.
 func (x *bench) run(fn func() error) {
+	if err := fn(); err != nil {
+		x.b.Fatal(err)
+	}
+	x.cpu0 = cpuSeconds()
 	x.b.ResetTimer()
 	for range x.b.N {
 		if err := fn(); err != nil {
 			x.b.Fatal(err)
 		}
 	}
+	x.cpu = cpuSeconds() - x.cpu0
+	if x.bytes > 0 {
+		x.b.ReportMetric(float64(x.bytes)*float64(x.b.N)/x.b.Elapsed().Seconds()/1e9, "GB/s")
+	}
 }
 
-// BenchmarkAttention: Wan-like self-attention, B=1, H=12, D=128. Reports
-// GFLOP/s = 4·B·H·Lq·Lk·D / time.
+// flopRate reports GFLOP/s of wall time and cpu-GFLOP/s, per second of CPU
+// time (robust to other processes taking the cores; with w busy workers it
+// reads as the per-core rate).
+func (x *bench) flopRate(flopsPerOp float64) {
+	flops := flopsPerOp * float64(x.b.N)
+	x.b.ReportMetric(flops/x.b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	if x.cpu > 0 {
+		x.b.ReportMetric(flops/x.cpu/1e9, "cpu-GFLOP/s")
+	}
+}
+
+// BenchmarkAttention: Wan-like self-attention, B=1, width 1536 (12 heads of
+// 128 or 24 of 64), 1280 to 8192 tokens. Reports GFLOP/s = 4·B·H·Lq·Lk·D /
+// time. The tiles run on the single-threaded Go GEMM whatever the big
+// GEMM is, so only "null" (no products at all: the softmax and bookkeeping
+// alone) and "go" are run.
 func BenchmarkAttention(b *testing.B) {
-	for _, g := range benchGEMMs() {
-		for _, l := range []int{1280, 4096} {
-			b.Run(fmt.Sprintf("%s/L=%d", g.Name(), l), func(b *testing.B) {
+	for _, g := range benchGEMMs()[:2] {
+		for _, c := range []struct{ l, d int }{{1280, 128}, {4096, 128}, {8192, 128}, {1280, 64}, {4096, 64}} {
+			b.Run(fmt.Sprintf("%s/L=%d/D=%d", g.Name(), c.l, c.d), func(b *testing.B) {
 				x := newBench(b, g)
-				const h, d = 12, 128
+				h, l, d := 1536/c.d, c.l, c.d
 				q, k, v := x.rand(1, l, h, d), x.rand(1, l, h, d), x.rand(1, l, h, d)
 				out := x.empty(1, l, h, d)
-				scale := float32(1 / math.Sqrt(d))
+				scale := float32(1 / math.Sqrt(float64(d)))
 				x.run(func() error { return x.be.Attention(out, q, k, v, nil, scale) })
-				flops := 4.0 * h * float64(l) * float64(l) * d
-				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				x.flopRate(4.0 * float64(h) * float64(l) * float64(l) * float64(d))
 			})
 		}
 	}
@@ -163,8 +204,25 @@ func BenchmarkConv3d(b *testing.B) {
 				bias := x.rand(c)
 				out := x.empty(1, c, 2, 60, 104)
 				x.run(func() error { return x.be.Conv(out, in, w, bias, []int{1, 1, 1}, []int{0, 1, 1}) })
-				flops := 2.0 * float64(c*c*27) * float64(out.Len()/c)
-				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				x.flopRate(2.0 * float64(c*c*27) * float64(out.Len()/c))
+			})
+		}
+	}
+}
+
+// BenchmarkConv2d: the Wan VAE decoder's 3×3 image convolution at full
+// resolution, 480×832, padding 1. Reports GFLOP/s = 2·O·C·9·positions / time.
+func BenchmarkConv2d(b *testing.B) {
+	for _, g := range benchGEMMs() {
+		for _, c := range []int{96, 192} {
+			b.Run(fmt.Sprintf("%s/C=%d", g.Name(), c), func(b *testing.B) {
+				x := newBench(b, g)
+				in := x.rand(1, c, 480, 832)
+				w := x.rand(c, c, 3, 3)
+				bias := x.rand(c)
+				out := x.empty(1, c, 480, 832)
+				x.run(func() error { return x.be.Conv(out, in, w, bias, []int{1, 1}, []int{1, 1}) })
+				x.flopRate(2.0 * float64(c*c*9) * float64(out.Len()/c))
 			})
 		}
 	}
@@ -191,7 +249,7 @@ func BenchmarkAdd(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			x := newBench(b, nil)
 			ta, tb := x.rand(c.a...), x.rand(c.b...)
-			b.SetBytes(2*ta.Bytes() + tb.Bytes())
+			x.setBytes(2*ta.Bytes() + tb.Bytes())
 			x.run(func() error { return x.be.Add(ta, ta, tb) })
 		})
 	}
@@ -203,7 +261,7 @@ func BenchmarkUnary(b *testing.B) {
 			x := newBench(b, nil)
 			a := x.rand(benchRows, benchCols)
 			out := x.empty(benchRows, benchCols)
-			b.SetBytes(2 * a.Bytes())
+			x.setBytes(2 * a.Bytes())
 			x.run(func() error { return x.be.Unary(out, a, op) })
 		})
 	}
@@ -230,7 +288,7 @@ func BenchmarkNorms(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			x.b = b
-			b.SetBytes(c.bytes)
+			x.setBytes(c.bytes)
 			x.run(c.fn)
 		})
 	}
@@ -256,7 +314,7 @@ func BenchmarkLayout(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			x.b = b
-			b.SetBytes(c.bytes)
+			x.setBytes(c.bytes)
 			x.run(c.fn)
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"ferry/backend/cpu/gemm"
 	"ferry/tensor"
 )
 
@@ -39,7 +40,9 @@ type convProblem struct {
 	pointwise       bool
 }
 
-var convScratchPool sync.Pool
+// Scratch pools: col tiles per worker, packed weights per call (separate,
+// so that neither hands the other a buffer of the wrong size).
+var convScratchPool, convWeightPool sync.Pool
 
 // Conv sets dst = conv(x, w) + bias with symmetric zero padding, for x
 // [N, C, (T,) H, W] and w [O, C, (kt,) kh, kw].
@@ -49,6 +52,9 @@ func (be *Backend) Conv(dst, x, w, bias *tensor.Tensor, stride, pad []int) error
 		return err
 	}
 	p.chooseTiles(be.pool.Workers())
+	if pk, ok := be.tiles.(gemm.Packer); ok && p.k > 0 {
+		return be.convPacked(&p, pk)
+	}
 	tiles := (p.pos + p.tile - 1) / p.tile
 	be.pool.For(p.n*tiles, 1, func(lo, hi int) {
 		var col *[]float32
@@ -64,8 +70,83 @@ func (be *Backend) Conv(dst, x, w, bias *tensor.Tensor, stride, pad []int) error
 	return nil
 }
 
-func getConvScratch(n int) *[]float32 {
-	s, _ := convScratchPool.Get().(*[]float32)
+// convPacked computes the convolution transposed, out[P, O] = col[K, P]ᵀ ·
+// W[O, K]ᵀ per tile, so that the weights are the GEMM's B operand, packed
+// once per call (one packed operand per K chunk), rather than an A operand
+// repacked for every tile; each tile's col is then only copied into A
+// panels. A tile's [positions, O] result is accumulated in scratch over the
+// K chunks and stored transposed into the [O, P] output with the bias.
+func (be *Backend) convPacked(p *convProblem, pk gemm.Packer) error {
+	chunks := (p.k + p.kChunk - 1) / p.kChunk
+	per := pk.PackedLen(p.o, p.kChunk)
+	wbuf := getScratch(&convWeightPool, chunks*per)
+	defer convWeightPool.Put(wbuf)
+	packs := make([]*gemm.Packed, chunks)
+	var perr error
+	be.pool.For(chunks, 1, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			r0 := c * p.kChunk
+			pw, err := pk.PackB((*wbuf)[c*per:(c+1)*per], true, p.o, min(p.kChunk, p.k-r0), p.w[r0:], p.k)
+			if err != nil {
+				perr = err // only on inconsistent sizes, the same for every chunk
+			}
+			packs[c] = pw
+		}
+	})
+	if perr != nil {
+		return fmt.Errorf("cpu: conv: pack weights: %w", perr)
+	}
+	tiles := (p.pos + p.tile - 1) / p.tile
+	be.pool.For(p.n*tiles, 1, func(lo, hi int) {
+		col := getConvScratch(p.kChunk*p.tile + p.tile*p.o)
+		defer convScratchPool.Put(col)
+		for it := lo; it < hi; it++ {
+			img, p0 := it/tiles, it%tiles*p.tile
+			p.packedTile(pk, packs, *col, img, p0, min(p.tile, p.pos-p0))
+		}
+	})
+	return nil
+}
+
+// packedTile computes output positions [p0, p0+np) of image img from the
+// packed weight chunks; scratch holds a col chunk and the [np, O] result.
+func (p *convProblem) packedTile(pk gemm.Packer, packs []*gemm.Packed, scratch []float32, img, p0, np int) {
+	res := scratch[p.kChunk*p.tile:][:np*p.o]
+	for c, pw := range packs {
+		r0 := c * p.kChunk
+		rows := pw.K()
+		beta := float32(1)
+		if c == 0 {
+			beta = 0
+		}
+		// A = colᵀ: col [rows, np] stored row-major is A transposed.
+		a, lda := scratch[:rows*np], np
+		if p.pointwise {
+			a, lda = p.x[img*p.c*p.pos+r0*p.pos+p0:], p.pos
+		} else {
+			p.im2col(a, img, p0, np, r0)
+		}
+		// Sizes come from the plan the packs were made for: no error.
+		_ = pk.SgemmPacked(true, np, 1, a, lda, pw, beta, res, p.o)
+	}
+	out := p.out[img*p.o*p.pos+p0:]
+	for oc := range p.o {
+		row := out[oc*p.pos : oc*p.pos+np]
+		v := float32(0)
+		if p.bias != nil {
+			v = p.bias[oc]
+		}
+		for i := range row {
+			row[i] = res[i*p.o+oc] + v
+		}
+	}
+}
+
+func getConvScratch(n int) *[]float32 { return getScratch(&convScratchPool, n) }
+
+// getScratch returns a buffer of at least n floats from pool.
+func getScratch(pool *sync.Pool, n int) *[]float32 {
+	s, _ := pool.Get().(*[]float32)
 	if s == nil || cap(*s) < n {
 		b := make([]float32, n)
 		return &b
@@ -152,14 +233,14 @@ func (be *Backend) convTile(p *convProblem, col *[]float32, img, p0, np int) {
 		return
 	}
 	if p.pointwise {
-		be.gemm.Sgemm(false, false, p.o, np, p.k, 1, p.w, p.k, p.x[img*p.c*p.pos+p0:], p.pos, 1, out, p.pos)
+		be.tiles.Sgemm(false, false, p.o, np, p.k, 1, p.w, p.k, p.x[img*p.c*p.pos+p0:], p.pos, 1, out, p.pos)
 		return
 	}
 	for r0 := 0; r0 < p.k; r0 += p.kChunk {
 		rows := min(p.kChunk, p.k-r0)
 		b := (*col)[:rows*np]
 		p.im2col(b, img, p0, np, r0)
-		be.gemm.Sgemm(false, false, p.o, np, rows, 1, p.w[r0:], p.k, b, np, 1, out, p.pos)
+		be.tiles.Sgemm(false, false, p.o, np, rows, 1, p.w[r0:], p.k, b, np, 1, out, p.pos)
 	}
 }
 

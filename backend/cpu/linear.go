@@ -2,7 +2,9 @@ package cpu
 
 import (
 	"fmt"
+	"sync"
 
+	"ferry/backend/cpu/gemm"
 	"ferry/dtype"
 	"ferry/tensor"
 )
@@ -12,13 +14,13 @@ import (
 // spread over the pool one per worker instead.
 const bigGEMM = 1 << 22
 
-// Linear sets dst[..., N] = x[..., K] · w[N, K]ᵀ + bias[N].
+// Linear sets dst[..., N] = x[..., K] · w[N, K]ᵀ + bias[N]. w may be F32 or
+// BF16. With BF16 weights and compute dtype F32 (the default) the result
+// is that of the weights widened exactly; with compute dtype BF16 (see
+// SetComputeDType) x is rounded to bf16 too and the bf16 GEMM runs.
 func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 	if w == nil || x == nil || dst == nil {
 		return fmt.Errorf("cpu: linear with nil tensor")
-	}
-	if w.DType() == dtype.BF16 {
-		return fmt.Errorf("cpu: linear with BF16 weights %v not implemented (needs a bf16 GEMM; cast the weights to F32)", w)
 	}
 	d, err := f32("dst", dst)
 	if err != nil {
@@ -28,8 +30,14 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
-	ws, err := f32("weight", w)
-	if err != nil {
+	var ws []float32
+	var wb []uint16
+	if w.DType() == dtype.BF16 {
+		if _, err := hostData("weight", w); err != nil {
+			return err
+		}
+		wb = w.U16()
+	} else if ws, err = f32("weight", w); err != nil {
 		return err
 	}
 	bs, err := optF32("bias", bias)
@@ -58,8 +66,48 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 		}
 		return nil
 	}
-	be.gemm.Sgemm(false, true, m, n, k, 1, xs, k, ws, k, beta, d, n)
+	switch {
+	case wb == nil:
+		be.gemm.Sgemm(false, true, m, n, k, 1, xs, k, ws, k, beta, d, n)
+	case be.compute == dtype.BF16:
+		if err := be.bf16.GemmBF16(m, n, k, xs, k, wb, k, beta, d, n); err != nil {
+			return fmt.Errorf("cpu: linear %v · %vᵀ: %w", x, w, err)
+		}
+	default:
+		be.linearWidened(d, xs, wb, m, n, k, beta)
+	}
 	return nil
+}
+
+// widenRows is the number of weight rows (output columns) widened to
+// float32 at a time by linearWidened: about 4 MiB of float32 scratch, so a
+// chunk stays in the last-level cache while the GEMM reads it.
+func widenRows(k int) int { return max(32, (1<<20)/max(k, 1)/32*32) }
+
+var widenPool sync.Pool
+
+// linearWidened computes d = xs·wᵀ + beta·d for bf16 weights in float32: a
+// chunk of weight rows at a time is widened exactly into scratch and
+// multiplied by the fp32 GEMM into its columns of d.
+func (be *Backend) linearWidened(d, xs []float32, wb []uint16, m, n, k int, beta float32) {
+	rows := min(n, widenRows(k))
+	sp, _ := widenPool.Get().(*[]float32)
+	if sp == nil || cap(*sp) < rows*k {
+		s := make([]float32, rows*k)
+		sp = &s
+	}
+	defer widenPool.Put(sp)
+	for j0 := 0; j0 < n; j0 += rows {
+		nb := min(rows, n-j0)
+		scratch := (*sp)[:nb*k]
+		src := wb[j0*k : (j0+nb)*k]
+		be.pool.For(len(scratch), grainStream, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				scratch[i] = dtype.BF16ToF32(src[i])
+			}
+		})
+		be.gemm.Sgemm(false, true, m, nb, k, 1, xs, k, scratch, k, beta, d[j0:], n)
+	}
 }
 
 func checkLinear(dst, x, w, bias *tensor.Tensor) error {
@@ -120,18 +168,18 @@ func (be *Backend) MatMul(dst, a, b *tensor.Tensor, transB bool) error {
 		be.gemm.Sgemm(false, transB, g.batch*g.m, g.n, g.k, 1, as, g.k, bs, ldb, 0, d, g.n)
 		return nil
 	}
-	one := func(i int) {
-		be.gemm.Sgemm(false, transB, g.m, g.n, g.k, 1, as[i*g.m*g.k:], g.k, bs[i*g.k*g.n:], ldb, 0, d[i*g.m*g.n:], g.n)
+	one := func(impl gemm.Impl, i int) {
+		impl.Sgemm(false, transB, g.m, g.n, g.k, 1, as[i*g.m*g.k:], g.k, bs[i*g.k*g.n:], ldb, 0, d[i*g.m*g.n:], g.n)
 	}
 	if flops := 2 * g.m * g.n * g.k; flops >= bigGEMM {
 		for i := range g.batch {
-			one(i)
+			one(be.gemm, i)
 		}
 		return nil
 	}
 	be.pool.For(g.batch, 1, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			one(i)
+			one(be.tiles, i)
 		}
 	})
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"ferry/backend/cpu/gemm"
 	"ferry/backend/cpu/parallel"
+	"ferry/dtype"
 )
 
 // DiT shapes: x [M, K] times Linear weights [N, K] (transB).
@@ -89,6 +90,9 @@ func BenchmarkSgemm(b *testing.B) {
 				})
 				settle(impl)
 			}
+			b.Run(shape+"/go-bf16", func(b *testing.B) {
+				benchBF16(b, gemm.DefaultBF16(), ops)
+			})
 			b.Run(shape+"/go-packed", func(b *testing.B) {
 				pk, err := g.PackB(nil, true, n, k, ops.b, k)
 				if err != nil {
@@ -104,6 +108,21 @@ func BenchmarkSgemm(b *testing.B) {
 	}
 }
 
+// benchBF16 times the bf16 GEMM on the operands with B rounded to bf16
+// once (the weights as they sit on the device).
+func benchBF16(b *testing.B, g gemm.BF16Impl, ops *benchOperands) {
+	w := make([]uint16, len(ops.b))
+	for i, v := range ops.b {
+		w[i] = dtype.F32ToBF16(v)
+	}
+	m, n, k := ops.m, ops.n, ops.k
+	measure(b, m, n, k, func() {
+		if err := g.GemmBF16(m, n, k, ops.a, k, w, k, 0, ops.c, n); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
 // settle waits after an OpenBLAS run until its threads stop spinning:
 // OpenBLAS 0.3.21 busy-waits for new work for about 2^28 cycles (~80 ms
 // here) after each call, which would take a core from whatever runs next.
@@ -113,8 +132,11 @@ func settle(impl gemm.Impl) {
 	}
 }
 
-// BenchmarkGoWorkers measures how the Go GEMM scales from one worker to
-// two (the goal is ≥ 1.8×).
+// BenchmarkGoWorkers measures how the Go GEMMs (fp32 and bf16) scale from
+// one worker to two (the goal is ≥ 1.8×). On a machine shared with other
+// work compare GFLOP/s only between runs that had the cores to themselves;
+// cpu-GFLOP/s staying flat from 1 to 2 workers says the split itself
+// costs nothing.
 func BenchmarkGoWorkers(b *testing.B) {
 	pools := []*parallel.Pool{parallel.New(1), parallel.New(2)}
 	for _, m := range benchMs {
@@ -122,10 +144,15 @@ func BenchmarkGoWorkers(b *testing.B) {
 		ops := newBenchOperands(m, n, k)
 		for _, pool := range pools {
 			g := gemm.NewGo(pool)
-			b.Run(fmt.Sprintf("M=%d/K=%d/N=%d/workers=%d", m, k, n, pool.Workers()), func(b *testing.B) {
+			b.Run(fmt.Sprintf("M=%d/K=%d/N=%d/go/workers=%d", m, k, n, pool.Workers()), func(b *testing.B) {
 				measure(b, m, n, k, func() {
 					g.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
 				})
+			})
+		}
+		for _, pool := range pools {
+			b.Run(fmt.Sprintf("M=%d/K=%d/N=%d/go-bf16/workers=%d", m, k, n, pool.Workers()), func(b *testing.B) {
+				benchBF16(b, gemm.NewGoBF16(pool), ops)
 			})
 		}
 	}

@@ -11,6 +11,12 @@
 //     or a portable Go kernel, on the one thread pool. It also implements
 //     Packer: weights packed once (PackB) feed SgemmPacked without the
 //     per-call transposing copy.
+//   - NewGoBF16(pool) / DefaultBF16() is the bf16 GEMM (BF16Impl,
+//     reported as "go-bf16"): float32 activations rounded to bf16 times
+//     bf16 weights as stored ([out, in]), float32 accumulation, with
+//     VDPBF16PS (AVX512-BF16, emitted as bytes: Go's assembler lacks it)
+//     or portable Go. AvailableBF16() lists it for calibrate;
+//     HasBF16Kernel() says whether the CPU runs the fast kernel.
 //   - Best() picks OpenBLAS when it loads, else Go; the environment
 //     variable FERRY_GEMM (go, openblas or naive) overrides. Available()
 //     lists what works here.

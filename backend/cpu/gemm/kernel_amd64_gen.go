@@ -70,6 +70,51 @@ func sgemmAVX2x6(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uin
 // sgemmAVX2Kernels[r-1] is the kernel for r rows.
 var sgemmAVX2Kernels = [...]kernelFunc{sgemmAVX2x1, sgemmAVX2x2, sgemmAVX2x3, sgemmAVX2x4, sgemmAVX2x5, sgemmAVX2x6}
 
+//go:noescape
+func bf16gemmAVX512x1(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x2(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x3(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x4(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x5(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x6(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x7(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x8(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x9(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x10(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x11(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x12(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x13(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+//go:noescape
+func bf16gemmAVX512x14(k int, a, b, c *float32, ldc int, alpha, beta float32, mask uint64, flags uint64)
+
+// bf16gemmAVX512Kernels[r-1] is the kernel for r rows.
+var bf16gemmAVX512Kernels = [...]kernelFunc{bf16gemmAVX512x1, bf16gemmAVX512x2, bf16gemmAVX512x3, bf16gemmAVX512x4, bf16gemmAVX512x5, bf16gemmAVX512x6, bf16gemmAVX512x7, bf16gemmAVX512x8, bf16gemmAVX512x9, bf16gemmAVX512x10, bf16gemmAVX512x11, bf16gemmAVX512x12, bf16gemmAVX512x13, bf16gemmAVX512x14}
+
 // transpose16 writes the transpose of a rows×16 block of src (row stride
 // srcStride elements; rows past rows read as zero) to 16 rows of dst (row
 // stride dstStride), storing the columns selected by storeMask.

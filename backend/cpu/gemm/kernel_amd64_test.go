@@ -102,3 +102,23 @@ func BenchmarkPackB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBF16Kernel times the AVX512-BF16 micro-kernel alone, like
+// BenchmarkKernel; one pair step is 4·mr·nr flops (two K steps).
+func BenchmarkBF16Kernel(b *testing.B) {
+	for _, kn := range archBF16Kernels() {
+		for _, kc := range []int{128, 256, 384} {
+			b.Run(fmt.Sprintf("%s/kc=%d", kn.name, kc), func(b *testing.B) {
+				a := make([]float32, kn.mr*kc)
+				bp := make([]float32, kn.nr*kc)
+				c := make([]float32, kn.mr*kn.nr)
+				f := kn.byRows[kn.mr-1]
+				for i := 0; i < b.N; i++ {
+					f(kc, &a[0], &bp[0], &c[0], kn.nr, 1, 1, 1<<kn.nr-1, loadC)
+				}
+				flops := 4 * float64(kn.mr*kn.nr*kc) * float64(b.N)
+				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -94,3 +94,29 @@ func (g *Go) SgemmPacked(transA bool, m int, alpha float32, a []float32, lda int
 	})
 	return nil
 }
+
+// NR is the panel width: Columns views must start at a multiple of it.
+func (p *Packed) NR() int { return p.nr }
+
+// Columns returns columns [j0, j0+n) of p as a Packed sharing p's data (no
+// copy): attention packs a head's keys once and multiplies each key tile
+// through such a view. j0 must be a multiple of NR().
+func (p *Packed) Columns(j0, n int) (*Packed, error) {
+	if j0 < 0 || n < 0 || j0+n > p.n || j0%p.nr != 0 {
+		return nil, fmt.Errorf("gemm: columns [%d, %d) of a packed operand with %d columns in panels of %d", j0, j0+n, p.n, p.nr)
+	}
+	panels := ceilDiv(n, p.nr)
+	start := j0 / p.nr * p.k * p.nr
+	return &Packed{n: n, k: p.k, nr: p.nr, kernel: p.kernel, data: p.data[start : start+panels*p.k*p.nr]}, nil
+}
+
+// PanelPacker is a Packer whose packed operands can be cut into column
+// views (Packed.Columns) at multiples of PanelWidth.
+type PanelPacker interface {
+	Packer
+	// PanelWidth is the column count of one packed panel.
+	PanelWidth() int
+}
+
+// PanelWidth is the kernel's panel width nr (32 with AVX-512, 16 else).
+func (g *Go) PanelWidth() int { return g.kern.nr }

@@ -46,6 +46,7 @@ func main() {
 
 	emitKernels(&s, &g, "sgemmAVX512", mr512, nv512, writeAVX512)
 	emitKernels(&s, &g, "sgemmAVX2", mr256, nv256, writeAVX2)
+	emitKernels(&s, &g, "bf16gemmAVX512", mr512, nv512, writeAVX512BF16)
 	writeTranspose(&s)
 	fmt.Fprintf(&g, `// transpose16 writes the transpose of a rows×16 block of src (row stride
 // srcStride elements; rows past rows read as zero) to 16 rows of dst (row
@@ -119,6 +120,61 @@ func kLoop(s *bytes.Buffer, name string, mr, nr int, step func(u int)) {
 // writeAVX512 writes one AVX-512 kernel: accumulators Z0.., B vectors after
 // them, A values broadcast straight from memory into the FMA.
 func writeAVX512(s *bytes.Buffer, name string, mr, nv int) {
+	writeAVX512With(s, name, mr, nv, func(off int, b, acc string) {
+		fmt.Fprintf(s, "\tVFMADD231PS.BCST %d(AX), %s, %s\n", off, b, acc)
+	})
+}
+
+// writeAVX512BF16 writes one AVX512-BF16 kernel. It is the fp32 kernel with
+// every FMA replaced by VDPBF16PS: a packed "k step" is then one 32-bit
+// word holding a pair of bf16 values (two steps of K), so the byte strides
+// of A and B are the fp32 kernel's and k counts pairs.
+func writeAVX512BF16(s *bytes.Buffer, name string, mr, nv int) {
+	writeAVX512With(s, name, mr, nv, func(off int, b, acc string) {
+		fmt.Fprintf(s, "\t%s // VDPBF16PS.BCST %d(AX), %s, %s\n", vdpbf16psBcstAX(off, regNum(b), regNum(acc)), off, b, acc)
+	})
+}
+
+// regNum is the number of a register named Zn.
+func regNum(z string) int {
+	var n int
+	if _, err := fmt.Sscanf(z, "Z%d", &n); err != nil {
+		log.Fatalf("kerngen: register %q: %v", z, err)
+	}
+	return n
+}
+
+// vdpbf16psBcstAX encodes VDPBF16PS zmm(dst), zmm(src), dword-broadcast
+// [AX+off] as BYTE directives: Go's assembler (1.26) does not know the
+// instruction. The encoding is EVEX.512.F3.0F38.W0 52 /r with the
+// broadcast bit set and the displacement compressed by 4 (the broadcast
+// element size) when it fits a signed byte; checked against GNU as.
+func vdpbf16psBcstAX(off, src, dst int) string {
+	inv := func(bit int) int { return 1 - bit&1 }
+	p0 := inv(dst>>3)<<7 | 1<<6 | 1<<5 | inv(dst>>4)<<4 | 0b010 // R X B R' 0 mmm=0F38
+	p1 := (^src&0xf)<<3 | 1<<2 | 0b10                           // W=0 vvvv 1 pp=F3
+	p2 := 0b10<<5 | 1<<4 | inv(src>>4)<<3                       // z=0 L'L=512 b=1 V' aaa=0
+	bytes := []int{0x62, p0, p1, p2, 0x52}
+	reg := (dst & 7) << 3 // ModRM.reg; rm = 000 (AX)
+	switch {
+	case off == 0:
+		bytes = append(bytes, reg)
+	case off%4 == 0 && off/4 >= -128 && off/4 <= 127:
+		bytes = append(bytes, 0b01<<6|reg, (off/4)&0xff)
+	default:
+		bytes = append(bytes, 0b10<<6|reg, off&0xff, off>>8&0xff, off>>16&0xff, off>>24&0xff)
+	}
+	parts := make([]string, len(bytes))
+	for i, b := range bytes {
+		parts[i] = fmt.Sprintf("BYTE $0x%02x", b)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// writeAVX512With writes the AVX-512 kernel body with fma emitting the
+// multiply-accumulate of one broadcast A value (at byte offset off from AX)
+// by one B vector into one accumulator.
+func writeAVX512With(s *bytes.Buffer, name string, mr, nv int, fma func(off int, b, acc string)) {
 	nr := 16 * nv
 	acc := func(i, v int) string { return fmt.Sprintf("Z%d", i*nv+v) }
 	breg := func(v int) string { return fmt.Sprintf("Z%d", mr*nv+v) }
@@ -142,7 +198,7 @@ func writeAVX512(s *bytes.Buffer, name string, mr, nv int) {
 		// saves a register and measured the same.
 		for i := 0; i < mr; i++ {
 			for v := 0; v < nv; v++ {
-				fmt.Fprintf(s, "\tVFMADD231PS.BCST %d(AX), %s, %s\n", (u*mr+i)*4, breg(v), acc(i, v))
+				fma((u*mr+i)*4, breg(v), acc(i, v))
 			}
 		}
 	})
