@@ -123,3 +123,22 @@ func tagOptions(opts string) (optional, matrix bool, err error) {
 	}
 	return optional, matrix, nil
 }
+
+// MatrixWeights lists the checkpoint names of a component's weights tagged
+// "matrix" (GEMM weights, which may stay bf16 on the device), from the
+// struct tags alone: no source is read. Planners use it to size blocks.
+func MatrixWeights(c *Component) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, b := range c.Blocks {
+		fs, err := fields(b.Weights, b.Prefix)
+		if err != nil {
+			return nil, fmt.Errorf("block %s: %w", b.Name, err)
+		}
+		for _, f := range fs {
+			if f.matrix {
+				out[f.name] = true
+			}
+		}
+	}
+	return out, nil
+}
