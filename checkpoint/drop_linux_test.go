@@ -131,3 +131,45 @@ func TestDropCacheLowersRSS(t *testing.T) {
 		t.Error("bytes changed after DropCache")
 	}
 }
+
+// TestPageCached checks the page cache probe against reads and drops: all
+// of a file just read is cached, and after a drop most of it is not.
+func TestPageCached(t *testing.T) {
+	const n = 1 << 20
+	path := filepath.Join(t.TempDir(), "c.safetensors")
+	if err := WriteFile(path, []RawTensor{{Name: "a", DType: dtype.F32, Shape: []int{n / 4}, Data: make([]byte, n)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := os.OpenFile(path, os.O_RDWR, 0); err != nil {
+		t.Fatal(err)
+	} else if err := w.Sync(); err != nil { // dirty pages cannot be dropped
+		t.Fatal(err)
+	} else {
+		w.Close()
+	}
+	s, err := OpenSet(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, _ := s.Lookup("a")
+	if err := s.ReadAt(a, make([]byte, n)); err != nil {
+		t.Fatal(err)
+	}
+	cached, total, err := s.PageCached()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cached != total || total <= n {
+		t.Fatalf("after reading everything: %d of %d bytes cached, want all", cached, total)
+	}
+	if err := s.DropAll(); err != nil {
+		t.Fatal(err)
+	}
+	if cached, _, err = s.PageCached(); err != nil {
+		t.Fatal(err)
+	}
+	if cached > total/2 {
+		t.Fatalf("after dropping: %d of %d bytes still cached", cached, total)
+	}
+}

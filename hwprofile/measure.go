@@ -304,8 +304,8 @@ func measureOverlap(be *cpu.Backend, sz sizes) float64 {
 	return min(1, max(0, hidden))
 }
 
-// measureDisk writes a file, asks the kernel to drop its pages, and reads
-// it back. A rate above SuspectDiskGBps means the pages came from memory;
+// measureDisk writes a file, reads it back from the page cache, asks the
+// kernel to drop its pages, and reads it again. A rate above SuspectDiskGBps means the pages came from memory;
 // the profile then keeps a conservative figure.
 func measureDisk(p *Profile, dir string, sz sizes) error {
 	if dir == "" {
@@ -331,10 +331,14 @@ func measureDisk(p *Profile, dir string, sz sizes) error {
 		f.Close()
 		return fmt.Errorf("calibrate disk: %w", err)
 	}
-	dropped := dropCache(f, sz.diskBytes) == nil
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("calibrate disk: %w", err)
 	}
+	// Just written, the pages are cached: this read is the page cache's rate.
+	if p.PageCacheGBps, err = readRate(path, chunk); err != nil {
+		return err
+	}
+	dropped := dropFile(path, sz.diskBytes) == nil
 	gbps, err := readRate(path, chunk)
 	if err != nil {
 		return err
@@ -387,4 +391,13 @@ func cpuName() string {
 		}
 	}
 	return runtime.GOARCH
+}
+
+func dropFile(path string, n int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return dropCache(f, n)
 }

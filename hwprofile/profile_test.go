@@ -1,6 +1,7 @@
 package hwprofile
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -65,6 +66,9 @@ func TestSet(t *testing.T) {
 		{"attention-gflops", 9, func(p Profile) float64 { return p.AttentionGFLOPS }, ""},
 		{"copy-overlap", 0, func(p Profile) float64 { return p.CopyOverlap }, ""},
 		{"copy-overlap", 2, nil, "within"},
+		{"disk-cpu", 0, func(p Profile) float64 { return p.DiskCPU }, ""},
+		{"disk-cpu", 1.5, nil, "within"},
+		{"page-cache-gbps", 9, func(p Profile) float64 { return p.PageCacheGBps }, ""},
 		{"disk-gbps", -1, nil, "> 0"},
 		{"warp-speed", 1, nil, "have"},
 	}
@@ -133,5 +137,37 @@ func TestMeasureSmall(t *testing.T) {
 	}
 	if p.DiskSuspect && p.DiskGBps != Default().DiskGBps {
 		t.Errorf("suspect disk figure kept: %g", p.DiskGBps)
+	}
+}
+
+// TestLoadFillsNewFigures loads a profile saved before page_cache_gbps and
+// disk_cpu existed: they take their defaults instead of failing validation.
+func TestLoadFillsNewFigures(t *testing.T) {
+	data, err := json.Marshal(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "page_cache_gbps")
+	delete(m, "disk_cpu")
+	m["h2d_gbps"] = 12.5
+	if data, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "hardware.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Default()
+	if p.PageCacheGBps != d.PageCacheGBps || p.DiskCPU != d.DiskCPU || p.H2DGBps != 12.5 {
+		t.Errorf("loaded page cache %g, disk cpu %g, h2d %g; want %g, %g (defaults) and 12.5 (from the file)",
+			p.PageCacheGBps, p.DiskCPU, p.H2DGBps, d.PageCacheGBps, d.DiskCPU)
 	}
 }

@@ -59,8 +59,23 @@ func ProfileFromFolder(dir string) (*Profile, error) {
 		if dt, ok := storageOf(raw[c.Name], comp.Dir); ok {
 			c.Storage = dt
 		}
+		c.Cached = pageCached(comp)
 	}
 	return p, nil
+}
+
+// pageCached is the fraction of the component's weights the OS holds in
+// its page cache now; 0 where that cannot be told.
+func pageCached(c *checkpoint.Component) float64 {
+	w, err := c.Weights()
+	if err != nil {
+		return 0
+	}
+	cached, total, err := w.PageCached()
+	if err != nil || total == 0 {
+		return 0
+	}
+	return float64(cached) / float64(total)
 }
 
 // storageOf reads torch_dtype from a config, or the dtype of the first

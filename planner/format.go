@@ -28,14 +28,14 @@ func WriteTable(w io.Writer, pr Prediction) error {
 	fmt.Fprintf(&b, "model %s, plan %s: %d frames at %dx%d, batch %d, %d steps, text %d tokens, guidance %g\n\n",
 		pr.Model, orDash(pr.Plan), r.Frames, r.Width, r.Height, r.Batch, r.Steps, r.TextLen, r.Guidance)
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "component\tplacement\ttier\tk\tn\tblocks\tdevice\tstored\tcompute\tstall\tcopy\tloads")
+	fmt.Fprintln(tw, "component\tplacement\ttier\tk\tn\tblocks\tdevice\tstored\tcached\tcompute\tstall\tcopy\tloads")
 	for _, c := range pr.Components {
 		k, n := "-", "-"
 		if c.Placement == residency.Stream {
 			k, n = fmt.Sprint(c.Prefetch), fmt.Sprint(c.Persistent)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\n", c.Name, c.Placement, orDash(string(c.Tier)), k, n, c.Blocks,
-			tensor.FormatBytes(c.DeviceBytes), tensor.FormatBytes(c.StoredBytes), seconds(c.ComputeS), seconds(c.StallS), seconds(c.CopyS), c.Loads)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%.0f%%\t%s\t%s\t%s\t%d\n", c.Name, c.Placement, orDash(string(c.Tier)), k, n, c.Blocks,
+			tensor.FormatBytes(c.DeviceBytes), tensor.FormatBytes(c.StoredBytes), 100*c.Cached, seconds(c.ComputeS), seconds(c.StallS), seconds(c.CopyS), c.Loads)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -86,6 +87,16 @@ func TestProfileFromFolder(t *testing.T) {
 	}
 	if got != want || len(p.Component(Transformer).Blocks) != p.Wan.NumLayers+2 {
 		t.Errorf("transformer: %d parameters in %d blocks, checkpoint has %d", got, len(p.Component(Transformer).Blocks), want)
+	}
+	// Just read, the files are in the page cache, and the profile says so.
+	if _, err := os.ReadFile("testdata/wan_pipeline/transformer/diffusion_pytorch_model.safetensors"); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = ProfileFromFolder("testdata/wan_pipeline"); err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Component(Transformer).Cached; c < 0.99 && runtime.GOOS == "linux" {
+		t.Errorf("transformer just read: %.2f of it in the page cache, want all", c)
 	}
 	if _, err := ProfileFromFolder(t.TempDir()); err == nil {
 		t.Error("an empty folder gave a profile")
@@ -248,6 +259,13 @@ func TestPredictOrders(t *testing.T) {
 	if k0Ph.dev[1] >= basePh.dev[1] || k0.Components[1].StallS <= basePred.Components[1].StallS {
 		t.Errorf("prefetch 0: denoise peak %d stall %.2fs; prefetch 1: peak %d stall %.2fs: want less memory and more stall",
 			k0Ph.dev[1], k0.Components[1].StallS, basePh.dev[1], basePred.Components[1].StallS)
+	}
+	// A transformer whose checkpoint sits in the page cache copies faster.
+	p.Component(Transformer).Cached = 1
+	cached, _ := predict(base)
+	if cached.Components[1].CopyS >= basePred.Components[1].CopyS || cached.Components[0].CopyS != basePred.Components[0].CopyS {
+		t.Errorf("transformer cached: copy %.2fs (text %.2fs), cold: %.2fs (text %.2fs): want only the transformer's faster",
+			cached.Components[1].CopyS, cached.Components[0].CopyS, basePred.Components[1].CopyS, basePred.Components[0].CopyS)
 	}
 }
 

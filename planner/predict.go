@@ -55,6 +55,7 @@ type ComponentPrediction struct {
 	Blocks       int                 `json:"blocks"`
 	DeviceBytes  int64               `json:"device_bytes"` // weights in compute dtype
 	StoredBytes  int64               `json:"stored_bytes"` // weights in storage dtype
+	Cached       float64             `json:"page_cached"`  // fraction of the checkpoint in the page cache
 	LargestBlock int64               `json:"largest_block_bytes"`
 	ComputeS     float64             `json:"compute_s"`
 	StallS       float64             `json:"stall_s"`
@@ -474,7 +475,12 @@ func (pl *pipelineSim) fill(pred *Prediction) {
 	pred.PeakHostBytes = s.host.peakRes
 	pred.PeakRSSBytes = s.peakJoint + pl.heapBytes()
 	overlap := s.hw.CopyOverlap
-	penalty := func(st compStats) float64 { return (1 - overlap) * max(0, st.upload-st.stall) }
+	// A copy running beside compute takes cores from it: the part of the
+	// upload (a memory copy and cast) that does not overlap, and DiskCPU of
+	// a checkpoint read; not while compute stalls on it.
+	penalty := func(st compStats) float64 {
+		return max(0, (1-overlap)*st.upload+s.hw.DiskCPU*st.read-st.stall)
+	}
 	for _, cs := range s.comps {
 		st := cs.stats
 		if cs.name == Transformer && pl.req.Steps > pl.steps {
@@ -484,7 +490,7 @@ func (pl *pipelineSim) fill(pred *Prediction) {
 		prof := pl.p.Component(cs.name)
 		cp := ComponentPrediction{
 			Name: cs.name, Placement: cs.plan.Placement, Blocks: len(cs.blocks),
-			DeviceBytes: prof.DeviceBytes(pl.p.Compute), StoredBytes: prof.StoredBytes(),
+			DeviceBytes: prof.DeviceBytes(pl.p.Compute), StoredBytes: prof.StoredBytes(), Cached: prof.Cached,
 			ComputeS: st.compute + pen, StallS: st.stall, CopyS: st.copy, Loads: st.loads,
 			BytesCopied: st.bytesCopied, BytesDisk: st.bytesDisk,
 		}

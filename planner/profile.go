@@ -40,6 +40,10 @@ type ComponentProfile struct {
 	// Storage is the dtype of the checkpoint's float tensors.
 	Storage dtype.DType
 	Blocks  []BlockProfile
+	// Cached is the fraction (0..1) of the component's checkpoint bytes
+	// in the OS page cache when the plan is made: the first read of that
+	// part costs a memory copy, not a disk read. Built-in profiles say 0.
+	Cached float64
 }
 
 // BlockProfile is one residency block.

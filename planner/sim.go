@@ -31,6 +31,7 @@ type simBlock struct {
 	finish   float64
 	buf      *mblock
 	hostCopy *mblock
+	read     bool // read from the checkpoint at least once
 	inUse    bool
 	lastUse  uint64
 }
@@ -40,6 +41,7 @@ type simComp struct {
 	name    string
 	plan    residency.ComponentPlan
 	storage dtype.DType
+	cached  float64 // fraction of the checkpoint in the page cache
 	blocks  []*simBlock
 	// weights is where its weights live, acts where its activations do
 	// (both the host for placement host).
@@ -50,6 +52,7 @@ type simComp struct {
 // compStats accumulate per component.
 type compStats struct {
 	compute, stall, copy, upload float64
+	read                         float64 // of copy, reading the checkpoint
 	loads, evictions             int
 	bytesCopied, bytesDisk       int64
 }
@@ -57,14 +60,14 @@ type compStats struct {
 func (a compStats) plus(b compStats, times int) compStats {
 	f := float64(times)
 	return compStats{
-		compute: a.compute + f*b.compute, stall: a.stall + f*b.stall, copy: a.copy + f*b.copy, upload: a.upload + f*b.upload,
+		compute: a.compute + f*b.compute, stall: a.stall + f*b.stall, copy: a.copy + f*b.copy, upload: a.upload + f*b.upload, read: a.read + f*b.read,
 		loads: a.loads + times*b.loads, evictions: a.evictions + times*b.evictions,
 		bytesCopied: a.bytesCopied + int64(times)*b.bytesCopied, bytesDisk: a.bytesDisk + int64(times)*b.bytesDisk,
 	}
 }
 
 func (a compStats) minus(b compStats) compStats {
-	return compStats{compute: a.compute - b.compute, stall: a.stall - b.stall, copy: a.copy - b.copy, upload: a.upload - b.upload,
+	return compStats{compute: a.compute - b.compute, stall: a.stall - b.stall, copy: a.copy - b.copy, upload: a.upload - b.upload, read: a.read - b.read,
 		loads: a.loads - b.loads, evictions: a.evictions - b.evictions, bytesCopied: a.bytesCopied - b.bytesCopied, bytesDisk: a.bytesDisk - b.bytesDisk}
 }
 
@@ -108,7 +111,7 @@ func newSim(hw hwprofile.Profile, b Budgets) *sim {
 // register declares a component as Executor.Register does.
 func (s *sim) register(c *ComponentProfile, plan residency.ComponentPlan, compute dtype.DType) error {
 	s.compute = compute
-	sc := &simComp{name: c.Name, plan: plan, storage: c.Storage, weights: s.dev, acts: s.dev}
+	sc := &simComp{name: c.Name, plan: plan, storage: c.Storage, cached: min(1, max(0, c.Cached)), weights: s.dev, acts: s.dev}
 	if plan.Placement == residency.Host {
 		sc.weights, sc.acts = s.host, s.host
 	}
@@ -192,7 +195,7 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 			s.fail(fmt.Errorf("host copy of %s (%s): %w", x.name, tensor.FormatBytes(x.rawBytes), errOOM))
 			return
 		}
-		read = float64(x.rawBytes) / (s.hw.DiskGBps * 1e9)
+		read = s.readTime(x)
 		cs.stats.bytesDisk += x.rawBytes
 	}
 	if !fromHost {
@@ -202,7 +205,7 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 				return
 			}
 		}
-		read = float64(x.rawBytes) / (s.hw.DiskGBps * 1e9)
+		read = s.readTime(x)
 		cs.stats.bytesDisk += x.rawBytes
 	}
 	upload := float64(x.devBytes)/s.uploadRate(cs.storage) + float64(fresh)/pageSize*s.hw.FirstTouchUsPerPage*1e-6
@@ -213,8 +216,22 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 	s.inflight = x
 	cs.stats.copy += dur
 	cs.stats.upload += upload
+	cs.stats.read += read
 	cs.stats.loads++
 	cs.stats.bytesCopied += x.devBytes
+}
+
+// readTime is the time to read a block from its checkpoint. The first
+// read finds the component's cached fraction in the page cache; later reads
+// (disk tier) find nothing there, since the executor drops what it read.
+func (s *sim) readTime(x *simBlock) float64 {
+	cold := 1.0
+	if !x.read {
+		cold -= x.comp.cached
+	}
+	x.read = true
+	raw := float64(x.rawBytes)
+	return raw*cold/(s.hw.DiskGBps*1e9) + raw*(1-cold)/(s.hw.PageCacheGBps*1e9)
 }
 
 func (s *sim) uploadRate(storage dtype.DType) float64 {

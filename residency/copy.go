@@ -55,6 +55,11 @@ func (e *Executor) load(b *Block) (*tensor.Buffer, error) {
 		return nil, err
 	}
 	fromHost := (cs.plan.Placement == Stream || cs.plan.Placement == Onload) && cs.plan.Tier == TierHost
+	// The disk tier holds nothing between loads, the page cache included:
+	// its pages are dropped once read. One-time reads (resident weights,
+	// host copies) leave them to the kernel, which keeps them while memory
+	// allows, so that the next run reads from memory.
+	rereads := (cs.plan.Placement == Stream || cs.plan.Placement == Onload) && cs.plan.Tier == TierDisk
 	if fromHost && b.host == nil {
 		if err := e.fillHostCopy(b); err != nil {
 			buf.Free()
@@ -72,7 +77,9 @@ func (e *Executor) load(b *Block) (*tensor.Buffer, error) {
 			} else {
 				err = e.stream(backend, buf, cs.Source, p)
 				read += p.info.Size
-				cs.Source.Drop(p.name)
+				if rereads {
+					cs.Source.Drop(p.name)
+				}
 			}
 		}
 		if err != nil {
@@ -105,7 +112,6 @@ func (e *Executor) fillHostCopy(b *Block) error {
 			host.Free()
 			return fmt.Errorf("read %s: %w", p.name, err)
 		}
-		b.comp.Source.Drop(p.name)
 	}
 	e.mu.Lock()
 	b.host = host

@@ -213,6 +213,9 @@ func TestTiersReadDiskAsPlanned(t *testing.T) {
 		st := r.ex.Stats()
 		switch tier {
 		case TierHost: // read once, kept in host RAM in bf16
+			if src.drops != 0 {
+				t.Errorf("host tier dropped the page cache of %d tensors: a one-time read leaves it to the kernel", src.drops)
+			}
 			if src.reads != total {
 				t.Errorf("host tier read %d bytes from disk, want %d (once)", src.reads, total)
 			}
@@ -222,6 +225,9 @@ func TestTiersReadDiskAsPlanned(t *testing.T) {
 		case TierDisk: // read at every load; +1 wrap-around prefetch of block 0 per step
 			if src.reads < total*steps {
 				t.Errorf("disk tier read %d bytes, want >= %d", src.reads, total*steps)
+			}
+			if src.drops < 2*n*steps {
+				t.Errorf("disk tier dropped the page cache of %d tensors, want every tensor at every load (>= %d)", src.drops, 2*n*steps)
 			}
 		}
 		if st.BytesReadDisk != src.reads {

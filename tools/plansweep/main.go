@@ -1,11 +1,15 @@
-// Command plansweep checks the planner against real runs: for each plan
-// (presets, auto) and device budget it runs `ferry generate --report` in a
+// Command plansweep checks the planner against real runs: for each device
+// budget and plan (presets, auto) it runs `ferry generate --report` in a
 // fresh process and prints predicted beside measured peak device bytes and
-// total time, as a Markdown table.
+// total time as a Markdown table, then a summary per budget: the plan auto
+// chose, and the fastest preset that ran under the same budget.
+//
+// With --repeat N every run is done N times in rounds (all budgets and plans
+// once, then again), so machine noise hits every plan alike; times are the
+// medians and "spread" is (max-min)/median of a plan's runs.
 //
 //	go run ./tools/plansweep --model .cache/wan-tiny --shape 64x64x5 --steps 4 \
-//	    --plans level0,level1,level2,level3,model-offload,sequential-offload,stream,auto \
-//	    --budgets 0,64MiB,32MiB
+//	    --plans auto,level0,level1,level2,level3,stream --budgets 0,48MiB,4MiB --repeat 3
 package main
 
 import (
@@ -15,25 +19,48 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 )
 
+type component struct {
+	Placement string `json:"placement"`
+	Tier      string `json:"tier"`
+	Prefetch  int    `json:"prefetch"`
+	Persist   int    `json:"persistent"`
+}
+
 type report struct {
 	Plan struct {
-		Name string `json:"name"`
+		Name       string               `json:"name"`
+		Components map[string]component `json:"components"`
+		Run        struct {
+			FFNChunk int    `json:"ffn_chunk"`
+			CFG      string `json:"cfg"`
+			VAETile  int    `json:"vae_tile"`
+		} `json:"run"`
 	} `json:"plan"`
+	Budget struct {
+		Device int64 `json:"device_bytes"`
+	} `json:"budget"`
 	Measured struct {
 		PeakDevice   int64   `json:"peak_device_bytes"`
 		PeakReserved int64   `json:"peak_device_reserved_bytes"`
-		PeakRSS      int64   `json:"peak_rss_bytes"`
 		TotalS       float64 `json:"total_s"`
 	} `json:"measured"`
 	Predicted *struct {
-		PeakDevice   int64   `json:"peak_device_bytes"`
-		PeakReserved int64   `json:"peak_device_reserved_bytes"`
-		PeakRSS      int64   `json:"peak_rss_bytes"`
-		TotalS       float64 `json:"total_s"`
+		PeakDevice int64   `json:"peak_device_bytes"`
+		TotalS     float64 `json:"total_s"`
 	} `json:"predicted"`
+}
+
+// cell is one (budget, plan): its reports, one per round, or why it did
+// not run.
+type cell struct {
+	budget, plan string
+	runs         []report
+	refused      string
 }
 
 func main() {
@@ -41,9 +68,10 @@ func main() {
 	model := flag.String("model", ".cache/wan-tiny", "model folder")
 	shape := flag.String("shape", "64x64x5", "WIDTHxHEIGHTxFRAMES")
 	steps := flag.String("steps", "4", "steps")
-	plans := flag.String("plans", "level0,level1,level2,level3,model-offload,sequential-offload,stream,auto", "plans, comma-separated")
+	plans := flag.String("plans", "auto,level0,level1,level2,level3,resident,onload,stream,stream-disk,model-offload,sequential-offload,group-offload,vram-limit", "plans, comma-separated")
 	budgets := flag.String("budgets", "0", "device budgets, comma-separated (0: unlimited)")
 	host := flag.String("host-mem", "", "host budget")
+	repeat := flag.Int("repeat", 1, "runs of each plan, in rounds")
 	flag.Parse()
 	var w, h, f int
 	if _, err := fmt.Sscanf(*shape, "%dx%dx%d", &w, &h, &f); err != nil {
@@ -54,37 +82,184 @@ func main() {
 		fail("%v", err)
 	}
 	defer os.RemoveAll(dir)
-	fmt.Printf("| budget | plan | predicted peak | measured peak | error | predicted time | measured time | error |\n|---|---|---|---|---|---|---|---|\n")
+	var cells []*cell
 	for _, b := range strings.Split(*budgets, ",") {
 		for _, p := range strings.Split(*plans, ",") {
-			rep := filepath.Join(dir, "r.json")
+			cells = append(cells, &cell{budget: b, plan: p})
+		}
+	}
+	for round := range max(1, *repeat) {
+		for _, c := range cells {
+			if c.refused != "" {
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "round %d: %s at %s\n", round+1, c.plan, c.budget)
 			args := []string{"generate", "--model", *model, "--prompt", "A cat walks on the grass, realistic",
 				"--width", fmt.Sprint(w), "--height", fmt.Sprint(h), "--frames", fmt.Sprint(f), "--steps", *steps,
-				"--plan", p, "--out", filepath.Join(dir, "v.safetensors"), "--report", rep, "--quiet"}
-			if b != "0" {
-				args = append(args, "--device-mem", b)
+				"--plan", c.plan, "--out", filepath.Join(dir, "v.safetensors"), "--report", filepath.Join(dir, "r.json"), "--quiet"}
+			if c.budget != "0" {
+				args = append(args, "--device-mem", c.budget)
 			}
 			if *host != "" {
 				args = append(args, "--host-mem", *host)
 			}
-			os.Remove(filepath.Join(dir, "v.safetensors"))
-			out, err := exec.Command(*bin, args...).CombinedOutput()
+			r, err := run(*bin, args, dir)
 			if err != nil {
-				fmt.Printf("| %s | %s | - | - | - | - | - | %s |\n", b, p, strings.TrimSpace(string(out)))
+				c.refused = err.Error()
 				continue
 			}
-			var r report
-			data, _ := os.ReadFile(rep)
-			if err := json.Unmarshal(data, &r); err != nil || r.Predicted == nil {
-				fmt.Printf("| %s | %s | no prediction |\n", b, p)
-				continue
-			}
-			m, pr := r.Measured, r.Predicted
-			fmt.Printf("| %s | %s | %s | %s | %+.1f%% | %.2fs | %.2fs | %+.0f%% |\n", b, p,
-				mib(pr.PeakDevice), mib(m.PeakDevice), pct(pr.PeakDevice, m.PeakDevice),
-				pr.TotalS, m.TotalS, 100*(pr.TotalS-m.TotalS)/m.TotalS)
+			c.runs = append(c.runs, r)
 		}
 	}
+	printRuns(cells)
+	printSummary(cells, strings.Split(*budgets, ","))
+}
+
+// run runs one generate and reads its report.
+func run(bin string, args []string, dir string) (report, error) {
+	rep := filepath.Join(dir, "r.json")
+	os.Remove(rep)
+	os.Remove(filepath.Join(dir, "v.safetensors"))
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		return report{}, fmt.Errorf("%s", strings.TrimSpace(string(out)))
+	}
+	var r report
+	data, err := os.ReadFile(rep)
+	if err == nil {
+		err = json.Unmarshal(data, &r)
+	}
+	if err != nil || r.Predicted == nil {
+		return report{}, fmt.Errorf("no prediction in the report (%v)", err)
+	}
+	return r, nil
+}
+
+func printRuns(cells []*cell) {
+	fmt.Printf("| budget | plan | chosen | predicted peak | measured peak (reserved) | error | predicted time | measured time | spread | error |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range cells {
+		if len(c.runs) == 0 {
+			fmt.Printf("| %s | %s | refused: %s |\n", c.budget, c.plan, shorten(c.refused))
+			continue
+		}
+		r := c.runs[0]
+		m, pr := r.Measured, r.Predicted
+		t := c.medianS()
+		over := ""
+		if r.Budget.Device > 0 && m.PeakReserved > r.Budget.Device {
+			over = " OVER BUDGET"
+		}
+		fmt.Printf("| %s | %s | %s | %s | %s (%s)%s | %+.1f%% | %.2fs | %.2fs | %.0f%% | %+.0f%% |\n", c.budget, c.plan, describe(r),
+			mib(pr.PeakDevice), mib(m.PeakDevice), mib(m.PeakReserved), over, pct(pr.PeakDevice, m.PeakDevice),
+			pr.TotalS, t, 100*c.spread(), 100*(pr.TotalS-t)/t)
+	}
+}
+
+// printSummary compares, per budget, auto with the fastest preset that ran.
+func printSummary(cells []*cell, budgets []string) {
+	fmt.Printf("\n| budget | auto's plan | predicted / measured peak | predicted / measured time | fastest preset | its time | auto / fastest |\n|---|---|---|---|---|---|---|\n")
+	for _, b := range budgets {
+		var auto, best *cell
+		for _, c := range cells {
+			if c.budget != b || len(c.runs) == 0 {
+				continue
+			}
+			if c.plan == "auto" {
+				auto = c
+			} else if best == nil || c.medianS() < best.medianS() {
+				best = c
+			}
+		}
+		if auto == nil {
+			fmt.Printf("| %s | did not run | | | | | |\n", b)
+			continue
+		}
+		r := auto.runs[0]
+		line := fmt.Sprintf("| %s | %s | %s / %s | %.2fs / %.2fs", b, describe(r), mib(r.Predicted.PeakDevice), mib(r.Measured.PeakDevice), r.Predicted.TotalS, auto.medianS())
+		if best == nil {
+			fmt.Printf("%s | none fits | | |\n", line)
+			continue
+		}
+		fmt.Printf("%s | %s | %.2fs | %.2f |\n", line, best.plan, best.medianS(), auto.medianS()/best.medianS())
+	}
+}
+
+func (c *cell) times() []float64 {
+	var ts []float64
+	for _, r := range c.runs {
+		ts = append(ts, r.Measured.TotalS)
+	}
+	sort.Float64s(ts)
+	return ts
+}
+
+func (c *cell) medianS() float64 {
+	ts := c.times()
+	if len(ts)%2 == 1 {
+		return ts[len(ts)/2]
+	}
+	return (ts[len(ts)/2-1] + ts[len(ts)/2]) / 2
+}
+
+func (c *cell) spread() float64 {
+	ts := c.times()
+	return (ts[len(ts)-1] - ts[0]) / c.medianS()
+}
+
+// describe abbreviates a plan: per component its placement (tier, prefetch,
+// persistent blocks), then the run options that are set.
+func describe(r report) string {
+	short := map[string]string{"text_encoder": "te", "transformer": "dit", "vae": "vae"}
+	var parts []string
+	names := make([]string, 0, len(r.Plan.Components))
+	for n := range r.Plan.Components {
+		names = append(names, n)
+	}
+	order := map[string]int{"text_encoder": 0, "transformer": 1, "vae": 2}
+	slices.SortFunc(names, func(a, b string) int { return order[a] - order[b] })
+	for _, n := range names {
+		c := r.Plan.Components[n]
+		s := c.Placement
+		if s == "" {
+			s = "resident"
+		}
+		if c.Placement == "stream" {
+			s += fmt.Sprintf("/k%d", c.Prefetch)
+			if c.Persist > 0 {
+				s += fmt.Sprintf("n%d", c.Persist)
+			}
+		}
+		if c.Tier == "disk" {
+			s += "/disk"
+		}
+		name := short[n]
+		if name == "" {
+			name = n
+		}
+		parts = append(parts, name+"="+s)
+	}
+	if r.Plan.Run.CFG != "" {
+		parts = append(parts, "cfg="+r.Plan.Run.CFG)
+	}
+	if r.Plan.Run.FFNChunk > 0 {
+		parts = append(parts, fmt.Sprintf("ffn=%d", r.Plan.Run.FFNChunk))
+	}
+	if r.Plan.Run.VAETile > 0 {
+		parts = append(parts, fmt.Sprintf("tile=%d", r.Plan.Run.VAETile))
+	}
+	if len(parts) == 0 {
+		return "all resident"
+	}
+	return strings.Join(parts, " ")
+}
+
+// shorten keeps the reason of a refusal, without the advice that follows.
+func shorten(s string) string {
+	if i := strings.Index(s, " (raise"); i > 0 {
+		s = s[:i]
+	}
+	s = strings.TrimPrefix(s, "ferry generate: ")
+	return strings.ReplaceAll(s, "|", "/")
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

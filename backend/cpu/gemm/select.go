@@ -29,10 +29,17 @@ func Available() []Impl {
 }
 
 // Select returns the implementation named "openblas", "go" or "naive"; ""
-// means the default (OpenBLAS when it loads, else go).
+// means the default: go where its AVX-512 kernel runs, else OpenBLAS when
+// it loads, else go. With AVX-512 our GEMM matches OpenBLAS at DiT shapes
+// (weights prepacked) and runs on the one thread pool every other kernel
+// uses, whereas OpenBLAS's own threads spin for ~80 ms after each call
+// and take the cores from the convolutions and attention that follow.
 func Select(name string) (Impl, error) {
 	switch name {
 	case "":
+		if g := DefaultGo(); g.Kernel() == "avx512" {
+			return g, nil
+		}
 		if o, err := OpenBLAS(); err == nil {
 			return o, nil
 		}
