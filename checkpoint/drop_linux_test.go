@@ -163,6 +163,11 @@ func TestPageCached(t *testing.T) {
 	if cached != total || total <= n {
 		t.Fatalf("after reading everything: %d of %d bytes cached, want all", cached, total)
 	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(path, &fs); err == nil && fs.Type == unix.TMPFS_MAGIC {
+		t.Log("tmpfs keeps its pages: the drop half of the test does not apply")
+		return
+	}
 	if err := s.DropAll(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"ferry/hwprofile"
+	"ferry/pipeline"
 	"ferry/planner"
 	"ferry/residency"
 
@@ -63,12 +64,14 @@ func describeModel(spec string) (*inspect.Model, error) {
 
 // smallestBudget asks the planner for the smallest device budget any plan
 // runs the default request (81 frames at 480x832) in, with this machine's
-// memory as the host budget. Zero when the model is not profiled.
+// memory as the host budget and its default compute dtype. Zero when the
+// model is not profiled.
 func smallestBudget(spec string) (int64, string) {
 	prof, err := profileOf(spec)
 	if err != nil {
 		return 0, ""
 	}
+	prof.Compute = pipeline.DefaultComputeDType()
 	hw, _, err := hwprofile.LoadOrDefault("")
 	if err != nil {
 		hw = hwprofile.Default()

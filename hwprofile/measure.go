@@ -88,7 +88,8 @@ func Measure(opts Options) (Profile, error) {
 
 	be := cpu.New(cpu.NewDevice(0), gemm.Best())
 	logf("attention, convolution, elementwise")
-	p.AttentionGFLOPS = measureAttention(be, sz)
+	p.AttentionGFLOPS = measureAttention(be, sz, 128)
+	p.AttentionSmallGFLOPS = measureAttention(be, sz, 32)
 	p.ConvGFLOPS = measureConv(be, sz, sz.convC[0])
 	p.ConvMidGFLOPS = measureConv(be, sz, sz.convC[1])
 	p.ConvSmallGFLOPS = measureConv(be, sz, sz.convC[2])
@@ -191,13 +192,15 @@ func measureGemmBF16(sz sizes) GemmRate {
 	return r
 }
 
-func measureAttention(be *cpu.Backend, sz sizes) float64 {
+// measureAttention times self-attention at head dimension d, with as many
+// heads as make sz.attnHeads heads of 128.
+func measureAttention(be *cpu.Backend, sz sizes, d int) float64 {
 	ops := tensor.NewOps(be)
-	const d = 128
-	q := ops.Zeros(1, sz.attnL, sz.attnHeads, d)
+	heads := max(1, sz.attnHeads*128/d)
+	q := ops.Zeros(1, sz.attnL, heads, d)
 	defer q.Free()
 	sec := timeIt(sz.minTime, func() { ops.Attention(q, q, q, nil, 0.1).Free() })
-	return 4 * float64(sz.attnL) * float64(sz.attnL) * float64(sz.attnHeads*d) / sec / 1e9
+	return 4 * float64(sz.attnL) * float64(sz.attnL) * float64(heads*d) / sec / 1e9
 }
 
 func measureConv(be *cpu.Backend, sz sizes, c int) float64 {

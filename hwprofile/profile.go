@@ -22,6 +22,8 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+
+	"ferry/backend/cpu/gemm"
 )
 
 // Version is the layout version of the stored JSON.
@@ -50,6 +52,9 @@ type Profile struct {
 
 	// AttentionGFLOPS counts 4·Lq·Lk·D flops per (batch, head).
 	AttentionGFLOPS float64 `json:"attention_gflops"`
+	// AttentionSmallGFLOPS is the same at head dimension 32 (128 above).
+	// The planner interpolates between the two in log2 of the head size.
+	AttentionSmallGFLOPS float64 `json:"attention_small_gflops"`
 	// ConvGFLOPS counts 2·O·C·kernel·positions flops of a convolution
 	// whose reduction (C·kernel) is large (96 channels, 3×3×3: 2592);
 	// ConvMidGFLOPS and ConvSmallGFLOPS of reductions of 864 and 216 (32
@@ -142,25 +147,26 @@ func Default() Profile {
 	cores := runtime.NumCPU()
 	scale := float64(max(1, min(cores, 64))) / 2 // the figures are for 2 cores
 	return Profile{
-		Version:             Version,
-		Source:              "default",
-		Cores:               cores,
-		MemoryBytes:         MemoryBytes(),
-		Gemm:                []GemmRate{{Name: "openblas", GFLOPS: 200 * scale}, {Name: "go", GFLOPS: 180 * scale}, {Name: "naive", GFLOPS: 1}},
-		GemmDefault:         "openblas",
-		AttentionGFLOPS:     60 * scale,
-		ConvGFLOPS:          80 * scale,
-		ConvMidGFLOPS:       50 * scale,
-		ConvSmallGFLOPS:     8 * scale,
-		MemGBps:             8,
-		OpOverheadUs:        80,
-		H2DGBps:             8,
-		H2DF32GBps:          6,
-		FirstTouchUsPerPage: 10,
-		DiskGBps:            0.2, // cold reads measured here: 76-195 MB/s, 0.19 GB/s through ferry
-		PageCacheGBps:       3,
-		DiskCPU:             0.45,
-		CopyOverlap:         0.3,
+		Version:              Version,
+		Source:               "default",
+		Cores:                cores,
+		MemoryBytes:          MemoryBytes(),
+		Gemm:                 []GemmRate{{Name: "openblas", GFLOPS: 200 * scale}, {Name: "go", GFLOPS: 180 * scale}, {Name: "naive", GFLOPS: 1}},
+		GemmDefault:          gemm.Best().Name(),
+		AttentionGFLOPS:      60 * scale,
+		AttentionSmallGFLOPS: 25 * scale,
+		ConvGFLOPS:           80 * scale,
+		ConvMidGFLOPS:        50 * scale,
+		ConvSmallGFLOPS:      8 * scale,
+		MemGBps:              8,
+		OpOverheadUs:         80,
+		H2DGBps:              8,
+		H2DF32GBps:           6,
+		FirstTouchUsPerPage:  10,
+		DiskGBps:             0.2, // cold reads measured here: 76-195 MB/s, 0.19 GB/s through ferry
+		PageCacheGBps:        3,
+		DiskCPU:              0.45,
+		CopyOverlap:          0.3,
 	}
 }
 
@@ -235,7 +241,8 @@ func fields() []field {
 		// gemm-gflops has no single field: Set writes the default
 		// implementation's entry of Gemm.
 		{"gemm-gflops", "GEMM GFLOP/s of the default implementation", nil},
-		{"attention-gflops", "attention GFLOP/s", func(p *Profile) *float64 { return &p.AttentionGFLOPS }},
+		{"attention-gflops", "attention GFLOP/s at head dim 128", func(p *Profile) *float64 { return &p.AttentionGFLOPS }},
+		{"attention-small-gflops", "attention GFLOP/s at head dim 32", func(p *Profile) *float64 { return &p.AttentionSmallGFLOPS }},
 		{"conv-gflops", "convolution GFLOP/s, large reductions (96 channels)", func(p *Profile) *float64 { return &p.ConvGFLOPS }},
 		{"conv-mid-gflops", "convolution GFLOP/s, 32 channels", func(p *Profile) *float64 { return &p.ConvMidGFLOPS }},
 		{"conv-small-gflops", "convolution GFLOP/s, 8 channels", func(p *Profile) *float64 { return &p.ConvSmallGFLOPS }},

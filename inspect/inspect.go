@@ -308,7 +308,7 @@ func (m *Model) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  %-13s %-26s %8.1fM params  %10s %s\n", c.Name, c.Class, float64(c.Params)/1e6,
 			tensor.FormatBytes(c.Bytes), dtypes(c.DTypes))
 		if c.Largest != nil {
-			fmt.Fprintf(w, "      %d blocks, largest %s: %s on the device\n", len(c.Blocks), c.Largest.Name, tensor.FormatBytes(c.Largest.DeviceBytes))
+			fmt.Fprintf(w, "      %d blocks, largest %s: %s on the device in fp32\n", len(c.Blocks), c.Largest.Name, tensor.FormatBytes(c.Largest.DeviceBytes))
 		}
 		for _, b := range c.Blocks {
 			if b.RowsBytes > 0 {
@@ -333,10 +333,10 @@ func (m *Model) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  %s\n", status)
 	if m.LargestBlock != "" {
-		fmt.Fprintf(w, "  largest block: %s, %s on the device\n", m.LargestBlock, tensor.FormatBytes(m.LargestBlockBytes))
+		fmt.Fprintf(w, "  largest block: %s, %s on the device in fp32\n", m.LargestBlock, tensor.FormatBytes(m.LargestBlockBytes))
 	}
 	if m.MinDeviceBytes > 0 {
-		fmt.Fprintf(w, "  smallest device budget for 81 frames at 480x832: %s (plan %s)\n", tensor.FormatBytes(m.MinDeviceBytes), m.MinDevicePlan)
+		fmt.Fprintf(w, "  smallest device budget for 81 frames at 480x832 (this CPU's default --dtype): %s (plan %s)\n", tensor.FormatBytes(m.MinDeviceBytes), m.MinDevicePlan)
 	}
 }
 

@@ -1,16 +1,21 @@
 package planner
 
+import "math"
+
 // work is what a block call computes, in the units the hardware profile
 // rates: GEMM, attention and convolution flops, and bytes streamed by
 // elementwise kernels. Convolution flops are kept by reduction size
 // (small, mid, large: see convBucket), whose rates differ tenfold.
 type work struct {
-	gemm, attn, mem float64
-	conv            [3]float64
+	gemm, mem float64
+	// attn holds attention flops by the head-dimension probe whose rate
+	// prices them: [0] the small head (32), [1] the large (128).
+	attn [2]float64
+	conv [3]float64
 }
 
 func (w work) add(o work) work {
-	return work{gemm: w.gemm + o.gemm, attn: w.attn + o.attn, mem: w.mem + o.mem,
+	return work{gemm: w.gemm + o.gemm, attn: [2]float64{w.attn[0] + o.attn[0], w.attn[1] + o.attn[1]}, mem: w.mem + o.mem,
 		conv: [3]float64{w.conv[0] + o.conv[0], w.conv[1] + o.conv[1], w.conv[2] + o.conv[2]}}
 }
 
@@ -95,4 +100,15 @@ func f32(n ...int) int64 {
 		v *= int64(x)
 	}
 	return v
+}
+
+// attnFlops splits attention flops at head dimension d between the two
+// probes (32 and 128), linearly in log2(d), so that the time they are priced
+// at is the harmonic interpolation of the two measured rates. Small heads
+// run far below large ones: per score the kernel does d multiply-adds but a
+// fixed softmax and tiling cost.
+func attnFlops(flops float64, d int) [2]float64 {
+	a := (math.Log2(float64(max(d, 1))) - 5) / 2
+	a = min(1, max(0, a))
+	return [2]float64{(1 - a) * flops, a * flops}
 }

@@ -58,7 +58,7 @@ func umt5Pass(p *Profile, req Request, b int, id *ids) (pass, int) {
 		bf, nf, df, inf, fff := float64(b), float64(n), float64(d), float64(inner), float64(c.DFF)
 		w := work{
 			gemm: 2 * bf * nf * (4*df*inf + ffWork*df*fff),
-			attn: 4 * bf * nf * nf * inf,
+			attn: attnFlops(4*bf*nf*nf*inf, c.DKV),
 			mem:  4 * bf * (nf*(12*df+4*fff) + 3*float64(h)*nf*nf),
 		}
 		ps.calls = append(ps.calls, call{block: 1 + i, ev: r.take(), work: w})

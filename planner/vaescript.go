@@ -203,7 +203,7 @@ func (v *vaeRec) attention(x *vt) *vt {
 	tok := float64(x.h * x.w)
 	v.addWork(work{
 		gemm: 2 * float64(v.b*x.t) * tok * float64(4*x.c*x.c),
-		attn: 4 * float64(v.b*x.t) * tok * tok * float64(x.c),
+		attn: attnFlops(4*float64(v.b*x.t)*tok*tok*float64(x.c), x.c), // one head
 		mem:  12 * float64(f32(v.b, x.c, x.t, x.h, x.w)),
 	})
 	return out

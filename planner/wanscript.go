@@ -146,5 +146,5 @@ func wanLayerWork(p *Profile, b, l, lt int) work {
 	gemm := 2 * bf * (4*lf*d*d + 2*lf*d*d + 2*ltf*d*d + 2*lf*d*ff)
 	attn := 4 * bf * (lf*lf*d + lf*ltf*d)
 	mem := 4 * bf * lf * (30*d + 3*ff)
-	return work{gemm: gemm, attn: attn, mem: mem}
+	return work{gemm: gemm, attn: attnFlops(attn, c.AttentionHeadDim), mem: mem}
 }

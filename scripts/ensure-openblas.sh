@@ -6,13 +6,13 @@
 have() { ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so'; }
 if have; then exit 0; fi
 if ! command -v apt-get >/dev/null 2>&1; then
-	echo "note: OpenBLAS not found and apt-get is not available; ferry uses its built-in GEMM kernels (slower)." >&2
+	echo "note: OpenBLAS not found and apt-get is not available; ferry uses its built-in GEMM kernels (as fast on CPUs with AVX-512, slower on others)." >&2
 	exit 0
 fi
 SUDO=""
 if [ "$(id -u)" != "0" ]; then
 	if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; else
-		echo "note: OpenBLAS not found and packages cannot be installed here; ferry uses its built-in GEMM kernels (slower). To install: sudo apt-get install libopenblas0-pthread" >&2
+		echo "note: OpenBLAS not found and packages cannot be installed here; ferry uses its built-in GEMM kernels (as fast on CPUs with AVX-512, slower on others). To install: sudo apt-get install libopenblas0-pthread" >&2
 		exit 0
 	fi
 fi
@@ -22,6 +22,6 @@ if ! $SUDO apt-get install -y -q libopenblas0-pthread >/dev/null 2>&1; then
 	$SUDO apt-get install -y -q libopenblas0-pthread >/dev/null 2>&1
 fi
 if have; then echo "OpenBLAS installed." >&2; else
-	echo "note: could not install OpenBLAS; ferry uses its built-in GEMM kernels (slower)." >&2
+	echo "note: could not install OpenBLAS; ferry uses its built-in GEMM kernels (as fast on CPUs with AVX-512, slower on others)." >&2
 fi
 exit 0

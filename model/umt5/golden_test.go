@@ -10,6 +10,7 @@ import (
 	"ferry/backend/cpu/gemm"
 	"ferry/checkpoint"
 	"ferry/dtype"
+	"ferry/model/modeltest"
 	"ferry/residency"
 )
 
@@ -99,7 +100,7 @@ func testGolden(t *testing.T, name string, g gemm.Impl, atol, rtol float64) {
 	r := newRigWith(t, nil, g)
 	m := r.encoder(t, cfg, residency.SourceOf(openSet(t, filepath.Join(dir, "model.safetensors"))))
 	got := r.encode(t, m, ids, mask, shape[0], shape[1])
-	worst := compare(t, "last_hidden_state", got, want, atol, rtol)
+	worst := modeltest.Compare(t, "last_hidden_state", got, want, atol, rtol)
 	t.Logf("%s with %s GEMM: max abs error %.3g (atol %g, rtol %g)", name, g.Name(), worst, atol, rtol)
 }
 
@@ -128,7 +129,7 @@ func TestGoldenWanPrompts(t *testing.T) {
 				n += int(v)
 			}
 			real := n * cfg.DModel
-			worst := compare(t, c.output+" (real tokens)", got[:real], want[:real], 1e-4, 0)
+			worst := modeltest.Compare(t, c.output+" (real tokens)", got[:real], want[:real], 1e-4, 0)
 			for i, v := range want[real:] {
 				if v != 0 {
 					t.Fatalf("%s[%d] past the %d real tokens is %g, expected the pipeline's zero padding", c.output, real+i, n, v)

@@ -94,29 +94,3 @@ func (r *rig) encode(t *testing.T, m *Model, ids, mask []int32, batch, seqLen in
 	}
 	return got
 }
-
-// compare reports the largest |got-want| and fails where it exceeds
-// atol + rtol·|want|.
-func compare(t *testing.T, what string, got, want []float32, atol, rtol float64) float64 {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
-	}
-	worst, bad := 0.0, 0
-	for i := range got {
-		d := math.Abs(float64(got[i]) - float64(want[i]))
-		if math.IsNaN(d) || d > atol+rtol*math.Abs(float64(want[i])) {
-			if bad < 5 {
-				t.Errorf("%s[%d] = %g, want %g", what, i, got[i], want[i])
-			}
-			bad++
-		}
-		if d > worst || math.IsNaN(d) {
-			worst = d
-		}
-	}
-	if bad > 0 {
-		t.Errorf("%s: %d of %d values outside atol %g rtol %g (max abs error %g)", what, bad, len(got), atol, rtol, worst)
-	}
-	return worst
-}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"ferry/model/modeltest"
 	"ferry/residency"
 )
 
@@ -237,7 +238,7 @@ func TestEncodeMatchesReference(t *testing.T) {
 			r := newRig(t, nil)
 			m := r.encoder(t, cfg, src)
 			got := r.encode(t, m, ids, mask, len(tt.lengths), tt.seqLen)
-			worst := compare(t, "last_hidden_state", got, want, 1e-5, 1e-5)
+			worst := modeltest.Compare(t, "last_hidden_state", got, want, 1e-5, 1e-5)
 			t.Logf("max abs error vs float64 reference: %.3g", worst)
 		})
 	}
@@ -262,7 +263,7 @@ func TestEncodeStreamed(t *testing.T) {
 			before := streamed.dev.Stats().Allocated
 			for range 2 { // twice: the prefetch wraps around to block 0
 				got := streamed.encode(t, m, ids, mask, 2, 12)
-				compare(t, "streamed", got, want, 0, 0)
+				modeltest.Compare(t, "streamed", got, want, 0, 0)
 			}
 			streamed.ex.Done("text_encoder")
 			if after := streamed.dev.Stats().Allocated; after != before {

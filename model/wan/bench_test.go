@@ -5,6 +5,7 @@ import (
 
 	"ferry/backend/cpu"
 	"ferry/backend/cpu/gemm"
+	"ferry/model/modeltest"
 	"ferry/residency"
 	"ferry/tensor"
 )
@@ -31,8 +32,8 @@ func BenchmarkBlock1_3B(b *testing.B) {
 	ops := ex.Ops("transformer")
 	// 5 latent frames of 32x32 -> 5*16*16 = 1280 tokens.
 	shape := []int{2, cfg.InChannels, 5, 32, 32}
-	x := ops.Upload(randn(2, tensor.NumElems(shape)), shape...)
-	ctx := ops.Upload(randn(3, 2*512*cfg.TextDim), 2, 512, cfg.TextDim)
+	x := ops.Upload(modeltest.Randn(2, tensor.NumElems(shape)), shape...)
+	ctx := ops.Upload(modeltest.Randn(3, 2*512*cfg.TextDim), 2, 512, cfg.TextDim)
 	defer tensor.Free(x, ctx)
 	run := func() {
 		out, err := m.Forward(ex, ops, x, []float32{500, 500}, ctx)

@@ -9,6 +9,7 @@ import (
 
 	"ferry/backend/cpu"
 	"ferry/backend/cpu/gemm"
+	"ferry/model/modeltest"
 	"ferry/residency"
 	"ferry/tensor"
 )
@@ -23,9 +24,9 @@ import (
 // test asks for agreement within 1e-6 and logs whether it was exact.
 func TestFFNChunkIsExact(t *testing.T) {
 	g := loadGolden(t, "wan_transformer")
-	x, xs := tensorOf(t, g.inputs, "hidden_states")
-	ts, _ := tensorOf(t, g.inputs, "timestep")
-	ctx, cs := tensorOf(t, g.inputs, "encoder_hidden_states")
+	x, xs := modeltest.TensorOf(t, g.inputs, "hidden_states")
+	ts, _ := modeltest.TensorOf(t, g.inputs, "timestep")
+	ctx, cs := modeltest.TensorOf(t, g.inputs, "encoder_hidden_states")
 	for _, impl := range []gemm.Impl{gemm.Naive{}, gemm.Best()} {
 		r := newRigGEMM(t, impl)
 		m := r.model(t, g.cfg, residency.SourceOf(g.weights))
@@ -56,8 +57,8 @@ func TestFFNChunkBoundsPeak(t *testing.T) {
 	cfg.FFNDim = 4096 // make the feed-forward intermediate the largest tensor
 	src := synthesize(cfg, 7)
 	shape := []int{1, cfg.InChannels, 2, 8, 8} // 32 tokens
-	x := randn(1, tensor.NumElems(shape))
-	ctx := randn(2, 5*cfg.TextDim)
+	x := modeltest.Randn(1, tensor.NumElems(shape))
+	ctx := modeltest.Randn(2, 5*cfg.TextDim)
 	peak := func(chunk int) int64 {
 		r := newRig(t)
 		m := r.model(t, cfg, src)
@@ -88,8 +89,8 @@ func TestForwardWithoutCrossAttnNorm(t *testing.T) {
 		t.Fatal("Params lists norm2 without cross_attn_norm")
 	}
 	shape := []int{2, cfg.InChannels, 4, 2, 3}
-	x := randn(4, tensor.NumElems(shape))
-	ctx := randn(5, 2*3*cfg.TextDim)
+	x := modeltest.Randn(4, tensor.NumElems(shape))
+	ctx := modeltest.Randn(5, 2*3*cfg.TextDim)
 	r := newRig(t)
 	m := r.model(t, cfg, src)
 	got := r.forward(t, m, x, shape, []float32{10, 900}, ctx, []int{2, 3, cfg.TextDim})
@@ -156,9 +157,9 @@ func TestForwardRejectsBadInputs(t *testing.T) {
 // it had allocated.
 func TestForwardOutOfMemory(t *testing.T) {
 	g := loadGolden(t, "wan_transformer")
-	x, xs := tensorOf(t, g.inputs, "hidden_states")
-	ts, _ := tensorOf(t, g.inputs, "timestep")
-	ctx, cs := tensorOf(t, g.inputs, "encoder_hidden_states")
+	x, xs := modeltest.TensorOf(t, g.inputs, "hidden_states")
+	ts, _ := modeltest.TensorOf(t, g.inputs, "timestep")
+	ctx, cs := modeltest.TensorOf(t, g.inputs, "encoder_hidden_states")
 
 	var weights int64
 	for _, p := range g.cfg.Params() {
@@ -203,7 +204,7 @@ func TestTimestepEmbedding(t *testing.T) {
 	for _, v := range f {
 		want = append(want, float32(math.Sin(2*v)))
 	}
-	compare(t, "embedding", got, want, 1e-6, 1e-6)
+	modeltest.Compare(t, "embedding", got, want, 1e-6, 1e-6)
 	// An odd width gets a zero column at the end.
 	if odd := timestepEmbedding([]float32{3}, 5); len(odd) != 5 || odd[4] != 0 {
 		t.Errorf("odd width: %v", odd)

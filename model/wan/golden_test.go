@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"ferry/backend/cpu/gemm"
+	"ferry/model/modeltest"
 	"ferry/residency"
 )
 
@@ -18,30 +19,7 @@ func TestParamsMatchGoldenCheckpoint(t *testing.T) {
 	for _, name := range goldenCases {
 		t.Run(name, func(t *testing.T) {
 			g := loadGolden(t, name)
-			want := map[string][]int{}
-			for _, n := range g.weights.Names() {
-				info, _ := g.weights.Lookup(n)
-				want[n] = info.Shape
-			}
-			seen := map[string]bool{}
-			for _, p := range g.cfg.Params() {
-				if seen[p.Name] {
-					t.Errorf("%s listed twice", p.Name)
-				}
-				seen[p.Name] = true
-				shape, ok := want[p.Name]
-				switch {
-				case !ok:
-					t.Errorf("Params lists %s %v, the checkpoint has no such tensor", p.Name, p.Shape)
-				case !slices.Equal(shape, p.Shape):
-					t.Errorf("%s: Params shape %v, checkpoint %v", p.Name, p.Shape, shape)
-				}
-			}
-			for n := range want {
-				if !seen[n] {
-					t.Errorf("checkpoint tensor %s is missing from Params", n)
-				}
-			}
+			modeltest.ParamsMatchCheckpoint(t, g.weights, g.cfg.Params())
 		})
 	}
 }
@@ -78,7 +56,7 @@ func TestRopeFreqsMatchGolden(t *testing.T) {
 	for _, name := range goldenCases {
 		t.Run(name, func(t *testing.T) {
 			g := loadGolden(t, name)
-			_, shape := tensorOf(t, g.inputs, "hidden_states")
+			_, shape := modeltest.TensorOf(t, g.inputs, "hidden_states")
 			cos, sin, err := g.cfg.RopeFreqs(shape[2], shape[3], shape[4])
 			if err != nil {
 				t.Fatal(err)
@@ -87,7 +65,7 @@ func TestRopeFreqsMatchGolden(t *testing.T) {
 				name string
 				got  []float64
 			}{{"rope_freqs_cos", cos}, {"rope_freqs_sin", sin}} {
-				want, wshape := tensorOf(t, g.outputs, tc.name)
+				want, wshape := modeltest.TensorOf(t, g.outputs, tc.name)
 				if wshape[0] != 1 || wshape[2] != 1 || wshape[1]*wshape[3] != len(tc.got) {
 					t.Fatalf("%s: golden %v does not fit %d values", tc.name, wshape, len(tc.got))
 				}
@@ -95,7 +73,7 @@ func TestRopeFreqsMatchGolden(t *testing.T) {
 				for i, v := range tc.got {
 					got[i] = float32(v)
 				}
-				worst := compare(t, tc.name, got, want, atol, rtol)
+				worst := modeltest.Compare(t, tc.name, got, want, atol, rtol)
 				t.Logf("%s: max abs error %.3g (atol %g, rtol %g)", tc.name, worst, atol, rtol)
 			}
 		})
@@ -109,10 +87,10 @@ func TestForwardMatchesGolden(t *testing.T) {
 		for _, impl := range []gemm.Impl{gemm.Naive{}, gemm.Best()} {
 			t.Run(name+"/"+impl.Name(), func(t *testing.T) {
 				g := loadGolden(t, name)
-				x, xs := tensorOf(t, g.inputs, "hidden_states")
-				ts, _ := tensorOf(t, g.inputs, "timestep")
-				ctx, cs := tensorOf(t, g.inputs, "encoder_hidden_states")
-				want, _ := tensorOf(t, g.outputs, "sample")
+				x, xs := modeltest.TensorOf(t, g.inputs, "hidden_states")
+				ts, _ := modeltest.TensorOf(t, g.inputs, "timestep")
+				ctx, cs := modeltest.TensorOf(t, g.inputs, "encoder_hidden_states")
+				want, _ := modeltest.TensorOf(t, g.outputs, "sample")
 				if ts[0] == ts[1] {
 					t.Fatalf("golden timesteps %v are not distinct", ts)
 				}
@@ -120,7 +98,7 @@ func TestForwardMatchesGolden(t *testing.T) {
 				r := newRigGEMM(t, impl)
 				m := r.model(t, g.cfg, residency.SourceOf(g.weights))
 				got := r.forward(t, m, x, xs, ts, ctx, cs)
-				worst := compare(t, "sample", got, want, atol, rtol)
+				worst := modeltest.Compare(t, "sample", got, want, atol, rtol)
 				t.Logf("sample: max abs error %.3g (atol %g, rtol %g; golden absmax %.3g)", worst, atol, rtol, absMax(want))
 
 				// The device holds the weights now; a second pass must give

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"ferry/model/modeltest"
 	"ferry/tensor"
 )
 
@@ -318,8 +319,8 @@ func TestForwardMatchesReference(t *testing.T) {
 				t.Fatal(err)
 			}
 			src := synthesize(cfg, uint64(10+i))
-			x := randn(uint64(20+i), tensor.NumElems(tt.latent))
-			ctx := randn(uint64(30+i), tt.latent[0]*tt.lt*cfg.TextDim)
+			x := modeltest.Randn(uint64(20+i), tensor.NumElems(tt.latent))
+			ctx := modeltest.Randn(uint64(30+i), tt.latent[0]*tt.lt*cfg.TextDim)
 			ts := []float32{981, 17.25}[:tt.latent[0]]
 
 			r := newRig(t)
@@ -330,7 +331,7 @@ func TestForwardMatchesReference(t *testing.T) {
 			for i, v := range ref {
 				want[i] = float32(v)
 			}
-			worst := compare(t, "sample", got, want, atol, rtol)
+			worst := modeltest.Compare(t, "sample", got, want, atol, rtol)
 			t.Logf("max abs error %.3g (absmax %.3g)", worst, absMax(want))
 		})
 	}
@@ -340,18 +341,18 @@ func TestForwardMatchesReference(t *testing.T) {
 // against the golden output, so that agreeing with it means something.
 func TestReferenceMatchesGolden(t *testing.T) {
 	g := loadGolden(t, "wan_transformer")
-	x, xs := tensorOf(t, g.inputs, "hidden_states")
-	ts, _ := tensorOf(t, g.inputs, "timestep")
-	ctx, cs := tensorOf(t, g.inputs, "encoder_hidden_states")
-	want, _ := tensorOf(t, g.outputs, "sample")
+	x, xs := modeltest.TensorOf(t, g.inputs, "hidden_states")
+	ts, _ := modeltest.TensorOf(t, g.inputs, "timestep")
+	ctx, cs := modeltest.TensorOf(t, g.inputs, "encoder_hidden_states")
+	want, _ := modeltest.TensorOf(t, g.outputs, "sample")
 	w := map[string][]float32{}
 	for _, n := range g.weights.Names() {
-		w[n], _ = tensorOf(t, g.weights, n)
+		w[n], _ = modeltest.TensorOf(t, g.weights, n)
 	}
 	ref := refForward(g.cfg, w, x, xs, ts, ctx, cs[1])
 	got := make([]float32, len(ref))
 	for i, v := range ref {
 		got[i] = float32(v)
 	}
-	t.Logf("max abs error %.3g", compare(t, "reference", got, want, atol, rtol))
+	t.Logf("max abs error %.3g", modeltest.Compare(t, "reference", got, want, atol, rtol))
 }

@@ -10,6 +10,7 @@ import (
 
 	"ferry/backend/cpu/gemm"
 	"ferry/dtype"
+	"ferry/model/modeltest"
 	"ferry/residency"
 	"ferry/tensor"
 )
@@ -84,7 +85,7 @@ func BenchmarkDecodeWan21(b *testing.B) {
 				b.Fatal(err)
 			}
 			shape := []int{1, cfg.ZDim, bc.t, bc.h, bc.w}
-			z := randn(1, tensor.NumElems(shape))
+			z := modeltest.Randn(1, tensor.NumElems(shape))
 			r.decode(b, m, z, shape) // loads the weights
 			weights := r.dev.Stats().Allocated
 			var live liveBytes
@@ -114,7 +115,7 @@ func BenchmarkFirstFrame(b *testing.B) {
 		b.Fatal(err)
 	}
 	shape := []int{1, cfg.ZDim, 1, 16, 16}
-	z := randn(1, tensor.NumElems(shape))
+	z := modeltest.Randn(1, tensor.NumElems(shape))
 	r.decode(b, m, z, shape) // loads the weights
 	for _, shortcut := range []bool{true, false} {
 		name := "last-tap"

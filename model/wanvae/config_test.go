@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"ferry/model/modeltest"
 	"ferry/residency"
 	"ferry/tensor"
 )
@@ -84,7 +85,7 @@ func TestWan21ParameterCount(t *testing.T) {
 func TestDenormalize(t *testing.T) {
 	cfg := ConfigWan21()
 	shape := []int{2, 16, 3, 1, 2}
-	z := randn(7, tensor.NumElems(shape))
+	z := modeltest.Randn(7, tensor.NumElems(shape))
 	orig := append([]float32(nil), z...)
 	if err := cfg.Denormalize(z, shape); err != nil {
 		t.Fatal(err)

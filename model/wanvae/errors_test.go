@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"ferry/backend/cpu"
+	"ferry/model/modeltest"
 	"ferry/residency"
 	"ferry/residency/residencytest"
 	"ferry/tensor"
@@ -16,7 +17,7 @@ func goldenSource(t *testing.T, g *golden) *residencytest.MemSource {
 	t.Helper()
 	s := residencytest.NewMemSource()
 	for _, n := range g.weights.Names() {
-		d, shape := tensorOf(t, g.weights, n)
+		d, shape := modeltest.TensorOf(t, g.weights, n)
 		s.Put(n, shape, d)
 	}
 	return s
@@ -182,7 +183,7 @@ func TestOutOfMemoryLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := ex.Ops("vae")
-	z := ops.Upload(randn(5, 16*2*16*16), 1, 16, 2, 16, 16)
+	z := ops.Upload(modeltest.Randn(5, 16*2*16*16), 1, 16, 2, 16, 16)
 	before := dev.Stats().Allocated
 	out, err := m.Decode(ex, ops, z)
 	if !errors.Is(err, tensor.ErrOutOfMemory) {

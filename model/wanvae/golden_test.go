@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"ferry/backend/cpu/gemm"
+	"ferry/model/modeltest"
 	"ferry/residency"
 	"ferry/tensor"
 )
@@ -18,30 +19,7 @@ func impls() []gemm.Impl { return []gemm.Impl{gemm.Naive{}, gemm.Best()} }
 
 func TestParamsMatchGoldenCheckpoint(t *testing.T) {
 	g := loadGolden(t)
-	want := map[string][]int{}
-	for _, n := range g.weights.Names() {
-		info, _ := g.weights.Lookup(n)
-		want[n] = info.Shape
-	}
-	seen := map[string]bool{}
-	for _, p := range g.cfg.Params() {
-		if seen[p.Name] {
-			t.Errorf("%s listed twice", p.Name)
-		}
-		seen[p.Name] = true
-		shape, ok := want[p.Name]
-		switch {
-		case !ok:
-			t.Errorf("Params lists %s %v, the checkpoint has no such tensor", p.Name, p.Shape)
-		case !slices.Equal(shape, p.Shape):
-			t.Errorf("%s: Params shape %v, checkpoint %v", p.Name, p.Shape, shape)
-		}
-	}
-	for n := range want {
-		if !seen[n] {
-			t.Errorf("checkpoint tensor %s is missing from Params", n)
-		}
-	}
+	modeltest.ParamsMatchCheckpoint(t, g.weights, g.cfg.Params())
 }
 
 // TestParamsMatchBlocks checks that every declared block binds exactly the
@@ -86,8 +64,8 @@ func TestDecodeMatchesGolden(t *testing.T) {
 	for _, impl := range impls() {
 		for _, tc := range []struct{ in, out string }{{"z", "decode"}, {"z_big", "decode_big_untiled"}} {
 			t.Run(impl.Name()+"/"+tc.out, func(t *testing.T) {
-				z, zs := tensorOf(t, g.inputs, tc.in)
-				want, ws := tensorOf(t, g.outputs, tc.out)
+				z, zs := modeltest.TensorOf(t, g.inputs, tc.in)
+				want, ws := modeltest.TensorOf(t, g.outputs, tc.out)
 				r := newRig(t, impl, nil)
 				m := r.model(t, g.cfg, residency.SourceOf(g.weights))
 				frames := 0
@@ -104,7 +82,7 @@ func TestDecodeMatchesGolden(t *testing.T) {
 				if frames != zs[2] {
 					t.Errorf("OnFrame called %d times, want %d", frames, zs[2])
 				}
-				worst := compare(t, tc.out, got, want, atol, rtol)
+				worst := modeltest.Compare(t, tc.out, got, want, atol, rtol)
 				t.Logf("%s: max abs error %.3g (golden absmax %.3g)", tc.out, worst, absMax(want))
 
 				// The weights are resident now; a second pass must leave
@@ -127,7 +105,7 @@ func TestEncodeMatchesGolden(t *testing.T) {
 	g := loadGolden(t)
 	for _, impl := range impls() {
 		t.Run(impl.Name(), func(t *testing.T) {
-			video, vs := tensorOf(t, g.inputs, "video")
+			video, vs := modeltest.TensorOf(t, g.inputs, "video")
 			r := newRig(t, impl, nil)
 			m := r.model(t, g.cfg, residency.SourceOf(g.weights))
 			chunks := 0
@@ -145,11 +123,11 @@ func TestEncodeMatchesGolden(t *testing.T) {
 				name string
 				got  []float32
 			}{{"encode_mean", mean}, {"encode_logvar", logvar}, {"encode_std", std}} {
-				want, ws := tensorOf(t, g.outputs, tc.name)
+				want, ws := modeltest.TensorOf(t, g.outputs, tc.name)
 				if !slices.Equal(shape, ws) {
 					t.Fatalf("%s: shape %v, want %v", tc.name, shape, ws)
 				}
-				worst := compare(t, tc.name, tc.got, want, atol, rtol)
+				worst := modeltest.Compare(t, tc.name, tc.got, want, atol, rtol)
 				t.Logf("%s: max abs error %.3g (golden absmax %.3g)", tc.name, worst, absMax(want))
 			}
 			// The weights are resident now: a second Encode must leave the
@@ -169,9 +147,9 @@ func TestEncodeMatchesGolden(t *testing.T) {
 
 func TestTiledDecodeMatchesGolden(t *testing.T) {
 	g := loadGolden(t)
-	z, zs := tensorOf(t, g.inputs, "z_big")
-	want, ws := tensorOf(t, g.outputs, "tiled_decode")
-	untiled, _ := tensorOf(t, g.outputs, "decode_big_untiled")
+	z, zs := modeltest.TensorOf(t, g.inputs, "z_big")
+	want, ws := modeltest.TensorOf(t, g.outputs, "tiled_decode")
+	untiled, _ := modeltest.TensorOf(t, g.outputs, "decode_big_untiled")
 	for _, impl := range impls() {
 		t.Run(impl.Name(), func(t *testing.T) {
 			r := newRig(t, impl, nil)
@@ -188,7 +166,7 @@ func TestTiledDecodeMatchesGolden(t *testing.T) {
 			if calls != 27 {
 				t.Errorf("OnFrame called %d times, want 27", calls)
 			}
-			worst := compare(t, "tiled_decode", got, want, atol, rtol)
+			worst := modeltest.Compare(t, "tiled_decode", got, want, atol, rtol)
 			t.Logf("tiled_decode: max abs error %.3g (golden absmax %.3g)", worst, absMax(want))
 			// Tiling must change the result (else blending went unchecked).
 			if d := maxDiff(got, untiled); d < 1e-3 {
@@ -200,7 +178,7 @@ func TestTiledDecodeMatchesGolden(t *testing.T) {
 
 func TestTiledEncodeMatchesGolden(t *testing.T) {
 	g := loadGolden(t)
-	video, vs := tensorOf(t, g.inputs, "video_big")
+	video, vs := modeltest.TensorOf(t, g.inputs, "video_big")
 	for _, impl := range impls() {
 		t.Run(impl.Name(), func(t *testing.T) {
 			r := newRig(t, impl, nil)
@@ -212,11 +190,11 @@ func TestTiledEncodeMatchesGolden(t *testing.T) {
 				name string
 				got  []float32
 			}{{"tiled_encode_mean", mean}, {"tiled_encode_logvar", logvar}} {
-				want, ws := tensorOf(t, g.outputs, tc.name)
+				want, ws := modeltest.TensorOf(t, g.outputs, tc.name)
 				if !slices.Equal(shape, ws) {
 					t.Fatalf("%s: shape %v, want %v", tc.name, shape, ws)
 				}
-				worst := compare(t, tc.name, tc.got, want, atol, rtol)
+				worst := modeltest.Compare(t, tc.name, tc.got, want, atol, rtol)
 				t.Logf("%s: max abs error %.3g (golden absmax %.3g)", tc.name, worst, absMax(want))
 			}
 		})
@@ -235,8 +213,8 @@ func maxDiff(a, b []float32) float64 {
 // must match its own decode.
 func TestDecodeBatch(t *testing.T) {
 	g := loadGolden(t)
-	z, zs := tensorOf(t, g.inputs, "z")
-	other := randn(3, len(z))
+	z, zs := modeltest.TensorOf(t, g.inputs, "z")
+	other := modeltest.Randn(3, len(z))
 	r := newRig(t, nil, nil)
 	m := r.model(t, g.cfg, residency.SourceOf(g.weights))
 	first, _ := r.decode(t, m, z, zs)
@@ -247,6 +225,6 @@ func TestDecodeBatch(t *testing.T) {
 	if shape[0] != 2 {
 		t.Fatalf("batch decoded to %v", shape)
 	}
-	compare(t, "batch[0]", both[:len(first)], first, 1e-6, 1e-6)
-	compare(t, "batch[1]", both[len(first):], second, 1e-6, 1e-6)
+	modeltest.Compare(t, "batch[0]", both[:len(first)], first, 1e-6, 1e-6)
+	modeltest.Compare(t, "batch[1]", both[len(first):], second, 1e-6, 1e-6)
 }

@@ -130,46 +130,6 @@ func loadGolden(t testing.TB) *golden {
 	return g
 }
 
-// tensorOf reads a float tensor of a golden file as float32 with its shape.
-func tensorOf(t testing.TB, s *checkpoint.Set, name string) ([]float32, []int) {
-	t.Helper()
-	info, ok := s.Lookup(name)
-	if !ok {
-		t.Fatalf("%s: no tensor %q", s.Path(), name)
-	}
-	d, err := s.ReadF32(info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d, info.Shape
-}
-
-// compare reports the largest |got-want| and fails where it exceeds
-// atol + rtol·|want|.
-func compare(t testing.TB, what string, got, want []float32, atol, rtol float64) float64 {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
-	}
-	worst, bad := 0.0, 0
-	for i := range got {
-		d := math.Abs(float64(got[i]) - float64(want[i]))
-		if math.IsNaN(d) || d > atol+rtol*math.Abs(float64(want[i])) {
-			if bad < 5 {
-				t.Errorf("%s[%d] = %g, want %g", what, i, got[i], want[i])
-			}
-			bad++
-		}
-		if d > worst || math.IsNaN(d) {
-			worst = d
-		}
-	}
-	if bad > 0 {
-		t.Errorf("%s: %d of %d values outside atol %g rtol %g (max abs error %g)", what, bad, len(got), atol, rtol, worst)
-	}
-	return worst
-}
-
 func absMax(d []float32) float64 {
 	m := 0.0
 	for _, v := range d {
@@ -200,16 +160,6 @@ func synthesize(cfg Config, seed uint64) *residencytest.MemSource {
 		s.Put(p.Name, p.Shape, d)
 	}
 	return s
-}
-
-// randn returns n standard normal values.
-func randn(seed uint64, n int) []float32 {
-	rng := rand.New(rand.NewPCG(seed, 2))
-	d := make([]float32, n)
-	for i := range d {
-		d[i] = float32(rng.NormFloat64())
-	}
-	return d
 }
 
 // shapeOnly is a checkpoint that describes every tensor Params lists but

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"ferry/backend/cpu"
+	"ferry/model/modeltest"
 	"ferry/residency"
 	"ferry/tensor"
 )
@@ -57,7 +58,7 @@ func decoderRig(t *testing.T, plan *residency.Plan) (*rig, *Model, *residency.Co
 // and the one prefetched after it.
 func TestStreamedDecodeMatchesResident(t *testing.T) {
 	g := loadGolden(t)
-	z, zs := tensorOf(t, g.inputs, "z")
+	z, zs := modeltest.TensorOf(t, g.inputs, "z")
 
 	resident, mr, _ := decoderRig(t, nil)
 	want, _ := resident.decode(t, mr, z, zs)
@@ -106,7 +107,7 @@ func TestDecodeActivationsDoNotGrowWithFrames(t *testing.T) {
 	var held []int64
 	for _, frames := range []int{3, 5} {
 		shape[2] = frames
-		z := randn(uint64(frames), tensor.NumElems(shape))
+		z := modeltest.Randn(uint64(frames), tensor.NumElems(shape))
 		r.decode(t, m, z, shape) // loads the weights (resident plan)
 
 		ops := r.ex.Ops("vae")
