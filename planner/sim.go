@@ -188,14 +188,17 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 	}
 	fresh := cs.weights.mapped - mapped
 	fromHost := (cs.plan.Placement == residency.Stream || cs.plan.Placement == residency.Onload) && cs.plan.Tier != residency.TierDisk
-	var read float64
+	var read, hostTouch float64
 	if fromHost && x.hostCopy == nil {
+		hostMapped := s.host.mapped
 		x.hostCopy = s.host.alloc(x.rawBytes)
 		if x.hostCopy == nil {
 			s.fail(fmt.Errorf("host copy of %s (%s): %w", x.name, tensor.FormatBytes(x.rawBytes), errOOM))
 			return
 		}
 		read = s.readTime(x)
+		// The read lands in fresh host pages: their first touch is CPU work.
+		hostTouch = float64(s.host.mapped-hostMapped) / pageSize * s.hw.FirstTouchUsPerPage * 1e-6
 		cs.stats.bytesDisk += x.rawBytes
 	}
 	if !fromHost {
@@ -208,7 +211,7 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 		read = s.readTime(x)
 		cs.stats.bytesDisk += x.rawBytes
 	}
-	upload := float64(x.devBytes)/s.uploadRate(cs.storage) + float64(fresh)/pageSize*s.hw.FirstTouchUsPerPage*1e-6
+	upload := float64(x.devBytes)/s.uploadRate(cs.storage) + float64(fresh)/pageSize*s.hw.FirstTouchUsPerPage*1e-6 + hostTouch
 	dur := read + upload
 	x.queued, x.started, x.buf = false, true, buf
 	x.finish = start + dur
