@@ -260,12 +260,22 @@ func TestPredictOrders(t *testing.T) {
 		t.Errorf("prefetch 0: denoise peak %d stall %.2fs; prefetch 1: peak %d stall %.2fs: want less memory and more stall",
 			k0Ph.dev[1], k0.Components[1].StallS, basePh.dev[1], basePred.Components[1].StallS)
 	}
-	// A transformer whose checkpoint sits in the page cache copies faster.
+	// A transformer whose checkpoint sits in the page cache copies faster,
+	// on a machine with room for the cache beside the run...
+	hw.MemoryBytes = 1 << 40
+	coldPred, _ := predict(base)
 	p.Component(Transformer).Cached = 1
 	cached, _ := predict(base)
-	if cached.Components[1].CopyS >= basePred.Components[1].CopyS || cached.Components[0].CopyS != basePred.Components[0].CopyS {
+	if cached.Components[1].CopyS >= coldPred.Components[1].CopyS || cached.Components[0].CopyS != coldPred.Components[0].CopyS {
 		t.Errorf("transformer cached: copy %.2fs (text %.2fs), cold: %.2fs (text %.2fs): want only the transformer's faster",
-			cached.Components[1].CopyS, cached.Components[0].CopyS, basePred.Components[1].CopyS, basePred.Components[0].CopyS)
+			cached.Components[1].CopyS, cached.Components[0].CopyS, coldPred.Components[1].CopyS, coldPred.Components[0].CopyS)
+	}
+	// ...but not where the run's own memory evicts it.
+	hw.MemoryBytes = cached.PeakRSSBytes
+	coldSmall, _ := predict(base)
+	p.Component(Transformer).Cached = 0
+	if evicted, _ := predict(base); coldSmall.Components[1].CopyS != evicted.Components[1].CopyS {
+		t.Errorf("no room for the cache: transformer copy %.2fs, want the cold %.2fs", coldSmall.Components[1].CopyS, evicted.Components[1].CopyS)
 	}
 }
 

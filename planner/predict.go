@@ -146,6 +146,30 @@ type phaseStats struct {
 // phase starts with the allocators' caches released, so that its reserved
 // peak is its own (the search's per-component estimates).
 func simulate(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request, b Budgets, phaseEmpty bool) (Prediction, phaseStats, error) {
+	pred, ph, err := simulateOnce(p, hw, plan, req, b, phaseEmpty)
+	if err != nil || !cacheEvicted(p, hw, pred) {
+		return pred, ph, err
+	}
+	return simulateOnce(p.cold(), hw, plan, req, b, phaseEmpty)
+}
+
+// cacheEvicted says whether the run's own memory leaves too little room for
+// the checkpoint pages now in the page cache. The kernel then evicts them
+// while the run fills its memory, oldest first, and a previous run read the
+// components in the order this one does: what looked cached is gone by
+// the time it is read (measured on the 1.3B: host-tier runs planned with
+// 74-98% cached read at disk speed). Only a run that leaves room for all of
+// them keeps them.
+func cacheEvicted(p *Profile, hw hwprofile.Profile, pred Prediction) bool {
+	var cached float64
+	for _, c := range p.Components {
+		cached += c.Cached * float64(c.StoredBytes())
+	}
+	return cached > 0 && hw.MemoryBytes > 0 && float64(pred.PeakRSSBytes)+cached > 0.95*float64(hw.MemoryBytes)
+}
+
+// simulateOnce is simulate with the page cache as the profile says.
+func simulateOnce(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request, b Budgets, phaseEmpty bool) (Prediction, phaseStats, error) {
 	s := newSim(hw, b)
 	for _, c := range p.Components {
 		if err := s.register(c, plan.For(c.Name), p.Compute); err != nil {
@@ -476,10 +500,10 @@ func (pl *pipelineSim) fill(pred *Prediction) {
 	pred.PeakRSSBytes = s.peakJoint + pl.heapBytes()
 	overlap := s.hw.CopyOverlap
 	// A copy running beside compute takes cores from it: the part of the
-	// upload (a memory copy and cast) that does not overlap, and DiskCPU of
-	// a checkpoint read; not while compute stalls on it.
+	// upload (a memory copy and cast) and of first touches that does not
+	// overlap, and DiskCPU of a checkpoint read; not while compute stalls.
 	penalty := func(st compStats) float64 {
-		return max(0, (1-overlap)*st.upload+s.hw.DiskCPU*st.read-st.stall)
+		return max(0, (1-overlap)*(st.upload+st.touch)+s.hw.DiskCPU*st.read-st.stall)
 	}
 	for _, cs := range s.comps {
 		st := cs.stats

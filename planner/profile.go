@@ -295,3 +295,15 @@ func Builtin(name string) (*Profile, error) {
 }
 
 func alignUp(n, to int64) int64 { return (n + to - 1) / to * to }
+
+// cold returns a copy of p with nothing in the page cache.
+func (p *Profile) cold() *Profile {
+	q := *p
+	q.Components = make([]*ComponentProfile, len(p.Components))
+	for i, c := range p.Components {
+		cc := *c
+		cc.Cached = 0
+		q.Components[i] = &cc
+	}
+	return &q
+}

@@ -52,7 +52,7 @@ type simComp struct {
 // compStats accumulate per component.
 type compStats struct {
 	compute, stall, copy, upload float64
-	read                         float64 // of copy, reading the checkpoint
+	read, touch                  float64 // of copy: reading the checkpoint, first touch of host copies
 	loads, evictions             int
 	bytesCopied, bytesDisk       int64
 }
@@ -60,14 +60,14 @@ type compStats struct {
 func (a compStats) plus(b compStats, times int) compStats {
 	f := float64(times)
 	return compStats{
-		compute: a.compute + f*b.compute, stall: a.stall + f*b.stall, copy: a.copy + f*b.copy, upload: a.upload + f*b.upload, read: a.read + f*b.read,
+		compute: a.compute + f*b.compute, stall: a.stall + f*b.stall, copy: a.copy + f*b.copy, upload: a.upload + f*b.upload, read: a.read + f*b.read, touch: a.touch + f*b.touch,
 		loads: a.loads + times*b.loads, evictions: a.evictions + times*b.evictions,
 		bytesCopied: a.bytesCopied + int64(times)*b.bytesCopied, bytesDisk: a.bytesDisk + int64(times)*b.bytesDisk,
 	}
 }
 
 func (a compStats) minus(b compStats) compStats {
-	return compStats{compute: a.compute - b.compute, stall: a.stall - b.stall, copy: a.copy - b.copy, upload: a.upload - b.upload, read: a.read - b.read,
+	return compStats{compute: a.compute - b.compute, stall: a.stall - b.stall, copy: a.copy - b.copy, upload: a.upload - b.upload, read: a.read - b.read, touch: a.touch - b.touch,
 		loads: a.loads - b.loads, evictions: a.evictions - b.evictions, bytesCopied: a.bytesCopied - b.bytesCopied, bytesDisk: a.bytesDisk - b.bytesDisk}
 }
 
@@ -188,7 +188,7 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 	}
 	fresh := cs.weights.mapped - mapped
 	fromHost := (cs.plan.Placement == residency.Stream || cs.plan.Placement == residency.Onload) && cs.plan.Tier != residency.TierDisk
-	var read, hostTouch float64
+	var read, diskRead, touch float64
 	if fromHost && x.hostCopy == nil {
 		hostMapped := s.host.mapped
 		x.hostCopy = s.host.alloc(x.rawBytes)
@@ -196,9 +196,12 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 			s.fail(fmt.Errorf("host copy of %s (%s): %w", x.name, tensor.FormatBytes(x.rawBytes), errOOM))
 			return
 		}
-		read = s.readTime(x)
-		// The read lands in fresh host pages: their first touch is CPU work.
-		hostTouch = float64(s.host.mapped-hostMapped) / pageSize * s.hw.FirstTouchUsPerPage * 1e-6
+		// The read lands in fresh host pages. Their first touch is CPU
+		// work that hides behind a slow disk (readahead keeps it busy)
+		// but not behind a fast one.
+		touch = float64(s.host.mapped-hostMapped) / pageSize * s.hw.FirstTouchUsPerPage * 1e-6
+		diskRead = s.readTime(x)
+		read = max(diskRead, touch)
 		cs.stats.bytesDisk += x.rawBytes
 	}
 	if !fromHost {
@@ -208,10 +211,11 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 				return
 			}
 		}
-		read = s.readTime(x)
+		diskRead = s.readTime(x)
+		read = diskRead
 		cs.stats.bytesDisk += x.rawBytes
 	}
-	upload := float64(x.devBytes)/s.uploadRate(cs.storage) + float64(fresh)/pageSize*s.hw.FirstTouchUsPerPage*1e-6 + hostTouch
+	upload := float64(x.devBytes)/s.uploadRate(cs.storage) + float64(fresh)/pageSize*s.hw.FirstTouchUsPerPage*1e-6
 	dur := read + upload
 	x.queued, x.started, x.buf = false, true, buf
 	x.finish = start + dur
@@ -219,7 +223,8 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 	s.inflight = x
 	cs.stats.copy += dur
 	cs.stats.upload += upload
-	cs.stats.read += read
+	cs.stats.read += diskRead
+	cs.stats.touch += touch
 	cs.stats.loads++
 	cs.stats.bytesCopied += x.devBytes
 }

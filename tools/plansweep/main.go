@@ -72,6 +72,7 @@ func main() {
 	budgets := flag.String("budgets", "0", "device budgets, comma-separated (0: unlimited)")
 	host := flag.String("host-mem", "", "host budget")
 	repeat := flag.Int("repeat", 1, "runs of each plan, in rounds")
+	keep := flag.String("keep", "", "folder to keep every run's report in (BUDGET-PLAN-ROUND.json)")
 	flag.Parse()
 	var w, h, f int
 	if _, err := fmt.Sscanf(*shape, "%dx%dx%d", &w, &h, &f); err != nil {
@@ -109,6 +110,11 @@ func main() {
 				continue
 			}
 			c.runs = append(c.runs, r)
+			if *keep != "" {
+				if err := keepReport(dir, *keep, fmt.Sprintf("%s-%s-%d.json", c.budget, c.plan, round+1)); err != nil {
+					fail("%v", err)
+				}
+			}
 		}
 	}
 	printRuns(cells)
@@ -274,4 +280,16 @@ func pct(pred, meas int64) float64 {
 func fail(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "plansweep: "+format+"\n", a...)
 	os.Exit(2)
+}
+
+// keepReport copies the last run's report into the keep folder.
+func keepReport(dir, keep, name string) error {
+	data, err := os.ReadFile(filepath.Join(dir, "r.json"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(keep, name), data, 0o644)
 }
