@@ -441,3 +441,16 @@ func TestResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestBetterPrefersWholeProducts: between plans predicted equal, the one
+// that does not cut its products into chunks wins.
+func TestBetterPrefersWholeProducts(t *testing.T) {
+	whole := Prediction{TotalS: 100}
+	chunked := Prediction{TotalS: 99.5, Run: residency.RunOptions{FFNChunk: 256}}
+	if better(chunked, whole) || !better(whole, chunked) {
+		t.Error("a chunked FFN within 1% of the whole one was preferred")
+	}
+	if faster := (Prediction{TotalS: 90, Run: residency.RunOptions{FFNChunk: 256}}); !better(faster, whole) {
+		t.Error("a chunked FFN 10% faster was not preferred")
+	}
+}
