@@ -7,6 +7,8 @@ package modeltest
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -92,4 +94,34 @@ func ParamsMatchCheckpoint(t testing.TB, weights *checkpoint.Set, params []resid
 			t.Errorf("checkpoint tensor %s is missing from Params", n)
 		}
 	}
+}
+
+// Golden is one golden case copied from ../shared/golden into testdata:
+// its config.json and its weights, inputs and outputs, open until the test
+// ends.
+type Golden struct {
+	Config                   []byte
+	Weights, Inputs, Outputs *checkpoint.Set
+}
+
+// LoadGolden opens the golden case in dir, whose weights are weightsFile.
+func LoadGolden(t testing.TB, dir, weightsFile string) *Golden {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Golden{Config: raw}
+	for _, f := range []struct {
+		set  **checkpoint.Set
+		file string
+	}{{&g.Weights, weightsFile}, {&g.Inputs, "inputs.safetensors"}, {&g.Outputs, "outputs.safetensors"}} {
+		s, err := checkpoint.OpenSet(filepath.Join(dir, f.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		*f.set = s
+		t.Cleanup(func() { s.Close() })
+	}
+	return g
 }

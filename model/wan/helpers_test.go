@@ -3,7 +3,6 @@ package wan
 import (
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"ferry/backend/cpu"
 	"ferry/backend/cpu/gemm"
 	"ferry/checkpoint"
+	"ferry/model/modeltest"
 	"ferry/residency"
 	"ferry/residency/residencytest"
 	"ferry/tensor"
@@ -89,27 +89,12 @@ type golden struct {
 func loadGolden(t *testing.T, name string) *golden {
 	t.Helper()
 	dir := filepath.Join("testdata", name)
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	gm := modeltest.LoadGolden(t, dir, "diffusion_pytorch_model.safetensors")
+	cfg, err := ParseConfig(gm.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &golden{dir: dir, cfg: cfg}
-	for _, f := range []struct {
-		set  **checkpoint.Set
-		file string
-	}{{&g.weights, "diffusion_pytorch_model.safetensors"}, {&g.inputs, "inputs.safetensors"}, {&g.outputs, "outputs.safetensors"}} {
-		s, err := checkpoint.OpenSet(filepath.Join(dir, f.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		*f.set = s
-		t.Cleanup(func() { s.Close() })
-	}
-	return g
+	return &golden{dir: dir, cfg: cfg, weights: gm.Weights, inputs: gm.Inputs, outputs: gm.Outputs}
 }
 
 // synthesize makes random weights for every parameter cfg lists, the way

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"ferry/backend/cpu/gemm"
 	"ferry/checkpoint"
 	"ferry/dtype"
+	"ferry/model/modeltest"
 	"ferry/residency"
 	"ferry/residency/residencytest"
 	"ferry/tensor"
@@ -107,27 +107,12 @@ type golden struct {
 func loadGolden(t testing.TB) *golden {
 	t.Helper()
 	dir := filepath.Join("testdata", "wan_vae")
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	gm := modeltest.LoadGolden(t, dir, "diffusion_pytorch_model.safetensors")
+	cfg, err := ParseConfig(gm.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &golden{cfg: cfg}
-	for _, f := range []struct {
-		set  **checkpoint.Set
-		file string
-	}{{&g.weights, "diffusion_pytorch_model.safetensors"}, {&g.inputs, "inputs.safetensors"}, {&g.outputs, "outputs.safetensors"}} {
-		s, err := checkpoint.OpenSet(filepath.Join(dir, f.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		*f.set = s
-		t.Cleanup(func() { s.Close() })
-	}
-	return g
+	return &golden{cfg: cfg, weights: gm.Weights, inputs: gm.Inputs, outputs: gm.Outputs}
 }
 
 func absMax(d []float32) float64 {
