@@ -12,6 +12,8 @@ import (
 	"slices"
 	"testing"
 
+	"ferry/backend/cpu"
+	"ferry/backend/cpu/gemm"
 	"ferry/checkpoint"
 	"ferry/residency"
 )
@@ -124,4 +126,30 @@ func LoadGolden(t testing.TB, dir, weightsFile string) *Golden {
 		t.Cleanup(func() { s.Close() })
 	}
 	return g
+}
+
+// Rig is an executor on fresh, unbudgeted CPU devices: what a model test
+// registers its component with.
+type Rig struct {
+	Dev *cpu.Device
+	Ex  *residency.Executor
+}
+
+// NewRig computes with g (nil: gemm.Naive, the reference) under plan (nil:
+// everything resident). When the test ends it closes the executor and fails
+// if the device still holds memory.
+func NewRig(t testing.TB, g gemm.Impl, plan *residency.Plan) *Rig {
+	t.Helper()
+	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
+	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ex.Close()
+		if a := dev.Stats().Allocated; a != 0 {
+			t.Errorf("device still holds %d bytes after Close", a)
+		}
+	})
+	return &Rig{Dev: dev, Ex: ex}
 }

@@ -8,6 +8,7 @@ import (
 
 	"ferry/backend/cpu"
 	"ferry/backend/cpu/gemm"
+	"ferry/model/modeltest"
 	"ferry/residency"
 	"ferry/residency/residencytest"
 	"ferry/tensor"
@@ -51,18 +52,8 @@ func newRig(t *testing.T, plan *residency.Plan) *rig {
 // newRigWith computes with g.
 func newRigWith(t *testing.T, plan *residency.Plan, g gemm.Impl) *rig {
 	t.Helper()
-	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
-	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ex.Close()
-		if a := dev.Stats().Allocated; a != 0 {
-			t.Errorf("device still holds %d bytes after Close", a)
-		}
-	})
-	return &rig{dev: dev, ex: ex}
+	m := modeltest.NewRig(t, g, plan)
+	return &rig{dev: m.Dev, ex: m.Ex}
 }
 
 // encoder registers a model over src as component "text_encoder".

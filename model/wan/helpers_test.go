@@ -29,18 +29,8 @@ func newRig(t *testing.T) *rig { return newRigGEMM(t, nil) }
 // newRigGEMM computes with g.
 func newRigGEMM(t *testing.T, g gemm.Impl) *rig {
 	t.Helper()
-	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
-	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ex.Close()
-		if a := dev.Stats().Allocated; a != 0 {
-			t.Errorf("device still holds %d bytes after Close", a)
-		}
-	})
-	return &rig{dev: dev, ex: ex}
+	m := modeltest.NewRig(t, g, nil)
+	return &rig{dev: m.Dev, ex: m.Ex}
 }
 
 // model registers a transformer over src as component "transformer".

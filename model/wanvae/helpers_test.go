@@ -27,22 +27,12 @@ type rig struct {
 	ex  *residency.Executor
 }
 
-// newRig computes with g (nil: the backend's default) under plan (nil:
+// newRig computes with g (nil: gemm.Naive, the reference) under plan (nil:
 // everything resident).
 func newRig(t testing.TB, g gemm.Impl, plan *residency.Plan) *rig {
 	t.Helper()
-	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
-	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ex.Close()
-		if a := dev.Stats().Allocated; a != 0 {
-			t.Errorf("device still holds %d bytes after Close", a)
-		}
-	})
-	return &rig{dev: dev, ex: ex}
+	m := modeltest.NewRig(t, g, plan)
+	return &rig{dev: m.Dev, ex: m.Ex}
 }
 
 // model registers the whole VAE over src as component "vae".
