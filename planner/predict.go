@@ -494,9 +494,9 @@ func (d *direct) blend(t int, edge, whole int64) int {
 // transformer's two simulated steps to all of them.
 func (pl *pipelineSim) fill(pred *Prediction) {
 	s := pl.s
-	pred.PeakDeviceBytes = s.dev.peakAlloc
-	pred.PeakDeviceReservedBytes = s.dev.peakRes
-	pred.PeakHostBytes = s.host.peakRes
+	pred.PeakDeviceBytes = s.dev.PeakAllocated
+	pred.PeakDeviceReservedBytes = s.dev.PeakReserved
+	pred.PeakHostBytes = s.host.PeakReserved
 	pred.PeakRSSBytes = s.peakJoint + pl.heapBytes()
 	overlap := s.hw.CopyOverlap
 	// A copy running beside compute takes cores from it: the part of the

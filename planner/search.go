@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"ferry/backend/cpu/arena"
 	"ferry/hwprofile"
 	"ferry/residency"
 	"ferry/tensor"
@@ -163,10 +164,10 @@ func (sr *searcher) soloRun(comp string, phase int, c residency.ComponentPlan, r
 func (sr *searcher) kept(comp string, c residency.ComponentPlan) (dev, host int64) {
 	prof := sr.p.Component(comp)
 	seg := func(n int64) int64 {
-		if n >= smallLimit {
-			return sizeClass(n)
+		if n >= arena.SmallLimit {
+			return arena.SizeClass(n)
 		}
-		return roundUp(max(n, 1), allocAlign)
+		return arena.Round(n)
 	}
 	for i, b := range prof.Blocks {
 		switch c.Placement {
@@ -516,7 +517,7 @@ func (sr *searcher) bisect(plan *residency.Plan, onDevice bool) int64 {
 			lo = mid
 		}
 	}
-	return roundUp(hi, 1<<20)
+	return (hi + 1<<20 - 1) / (1 << 20) * (1 << 20)
 }
 
 // better says whether a beats b: clearly faster, or as fast (within 1%,

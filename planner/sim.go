@@ -103,7 +103,7 @@ func newSim(hw hwprofile.Profile, b Budgets) *sim {
 	s := &sim{hw: hw, dev: newAllocModel(b.DeviceBytes), host: newAllocModel(b.HostBytes),
 		byName: map[string]*simComp{}, live: map[int]liveTensor{}}
 	s.dev.reclaim = s.reclaim
-	joint := func() { s.peakJoint = max(s.peakJoint, s.dev.reserved+s.host.reserved) }
+	joint := func() { s.peakJoint = max(s.peakJoint, s.dev.Reserved+s.host.Reserved) }
 	s.dev.observe, s.host.observe = joint, joint
 	return s
 }
@@ -117,7 +117,7 @@ func (s *sim) register(c *ComponentProfile, plan residency.ComponentPlan, comput
 	}
 	for i, b := range c.Blocks {
 		sb := &simBlock{comp: sc, index: i, name: b.Name, devBytes: b.ComputeBytes(compute), rawBytes: b.Bytes(c.Storage)}
-		if cap := sc.weights.capacity; cap > 0 && sb.devBytes > cap {
+		if cap := sc.weights.Capacity; cap > 0 && sb.devBytes > cap {
 			return fmt.Errorf("block %s needs %s but the budget is %s", b.Name, tensor.FormatBytes(sb.devBytes), tensor.FormatBytes(cap))
 		}
 		sc.blocks = append(sc.blocks, sb)
@@ -179,18 +179,18 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 		return
 	}
 	s.loadingNow = x
-	mapped := cs.weights.mapped
+	mapped := cs.weights.Mapped
 	buf := cs.weights.alloc(x.devBytes)
 	s.loadingNow = nil
 	if buf == nil {
 		s.fail(fmt.Errorf("load %s (%s): %w", x.name, tensor.FormatBytes(x.devBytes), errOOM))
 		return
 	}
-	fresh := cs.weights.mapped - mapped
+	fresh := cs.weights.Mapped - mapped
 	fromHost := (cs.plan.Placement == residency.Stream || cs.plan.Placement == residency.Onload) && cs.plan.Tier != residency.TierDisk
 	var read, diskRead, touch float64
 	if fromHost && x.hostCopy == nil {
-		hostMapped := s.host.mapped
+		hostMapped := s.host.Mapped
 		x.hostCopy = s.host.alloc(x.rawBytes)
 		if x.hostCopy == nil {
 			s.fail(fmt.Errorf("host copy of %s (%s): %w", x.name, tensor.FormatBytes(x.rawBytes), errOOM))
@@ -199,7 +199,7 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 		// The read lands in fresh host pages. Their first touch is CPU
 		// work that hides behind a slow disk (readahead keeps it busy)
 		// but not behind a fast one.
-		touch = float64(s.host.mapped-hostMapped) / pageSize * s.hw.FirstTouchUsPerPage * 1e-6
+		touch = float64(s.host.Mapped-hostMapped) / pageSize * s.hw.FirstTouchUsPerPage * 1e-6
 		diskRead = s.readTime(x)
 		read = max(diskRead, touch)
 		cs.stats.bytesDisk += x.rawBytes
@@ -344,14 +344,14 @@ func (s *sim) run(cs *simComp, c call) {
 	b.inUse, b.lastUse = true, s.clock
 
 	dur := s.seconds(c.work) + s.overhead(c.ev)
-	mapped := cs.acts.mapped
+	mapped := cs.acts.Mapped
 	t0 := s.now
 	for j, ev := range c.ev {
 		s.now = t0 + dur*float64(j+1)/float64(len(c.ev)+1)
 		s.advance(s.now)
 		s.apply(ev, cs.acts)
 	}
-	touch := float64(cs.acts.mapped-mapped) / pageSize * s.hw.FirstTouchUsPerPage * 1e-6
+	touch := float64(cs.acts.Mapped-mapped) / pageSize * s.hw.FirstTouchUsPerPage * 1e-6
 	s.now = t0 + dur + touch
 	cs.stats.compute += dur + touch
 	s.advance(s.now)
@@ -425,7 +425,7 @@ func (s *sim) move(id int, to *allocModel) {
 	if !ok || t.on == to || s.err != nil {
 		return
 	}
-	n := t.blk.size
+	n := t.blk.Size
 	blk := to.alloc(n)
 	if blk == nil {
 		s.fail(fmt.Errorf("upload of %s: %w", tensor.FormatBytes(n), errOOM))

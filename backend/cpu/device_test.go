@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"ferry/backend/cpu/arena"
 	"ferry/tensor"
 )
 
@@ -35,7 +36,7 @@ func TestDeviceStatsAndReuse(t *testing.T) {
 	d := NewDevice(0)
 	a, _ := d.Alloc(1000, "a")
 	s := d.Stats()
-	if s.Allocated != 1024 || s.Reserved != segmentRound {
+	if s.Allocated != 1024 || s.Reserved != arena.SegmentRound {
 		t.Fatalf("stats after 1000-byte alloc: %+v", s)
 	}
 	p := a.Ptr
@@ -45,7 +46,7 @@ func TestDeviceStatsAndReuse(t *testing.T) {
 	if b.Ptr != p {
 		t.Errorf("freed block not reused")
 	}
-	if s := d.Stats(); s.Reserved != segmentRound || s.PeakAllocated != 1024 {
+	if s := d.Stats(); s.Reserved != arena.SegmentRound || s.PeakAllocated != 1024 {
 		t.Errorf("stats after reuse: %+v", s)
 	}
 	d.ResetPeakStats()

@@ -1,0 +1,234 @@
+// Package arena is the caching allocator's bookkeeping, without memory:
+// segments, the blocks they are split into, size classes, the free list,
+// coalescing and giving empty segments back. The CPU device runs it over
+// mmap'd memory; the planner runs the same code over nothing, so that its
+// predicted allocated and reserved bytes follow the device's exactly.
+//
+// The policy is in the spirit of PyTorch's caching allocator: small
+// requests share 2 MiB segments; a large request gets a segment of its own,
+// rounded up to its size class (at most 1/8 more), that is never split, and
+// freed blocks are cached for reuse. Because a large segment only ever
+// holds one block, a free large block is an empty segment that can be given
+// back when the capacity is reached: under a hard budget the cache cannot
+// fragment into pieces too small for the next large tensor.
+package arena
+
+import (
+	"errors"
+	"sort"
+)
+
+// Sizes, in bytes.
+const (
+	Align        = 512     // every request is rounded up to this
+	SmallLimit   = 1 << 20 // requests below share segments
+	SegmentRound = 2 << 20 // a small segment's size
+	PageSize     = 4096
+)
+
+// ErrFull is returned when a request does not fit the capacity even after
+// the empty segments were given back.
+var ErrFull = errors.New("arena: capacity reached")
+
+// Segment is one mapping.
+type Segment struct {
+	Base, Size int64
+	Used       int64 // bytes held by allocated blocks
+	Large      bool  // one block, never split
+	Mem        any   // the owner's memory, if any
+}
+
+// Block is a span inside a segment; neighbours are linked for coalescing.
+type Block struct {
+	Seg        *Segment
+	Off, Size  int64
+	allocated  bool
+	prev, next *Block
+}
+
+// Arena is one device's allocator state. It is not safe for concurrent
+// use: the owner locks.
+type Arena struct {
+	Capacity int64 // on reserved bytes; <= 0: none
+	// Map provides a new segment's memory: its base address (any unique
+	// numbers for a model) and the owner's handle. Unmap gives it back.
+	Map   func(size int64) (base int64, mem any, err error)
+	Unmap func(s *Segment)
+
+	Allocated, Reserved         int64
+	PeakAllocated, PeakReserved int64
+	Mapped                      int64 // bytes ever mapped (first touches)
+
+	segs []*Segment
+	free []*Block // cached free blocks, sorted by size then address
+}
+
+// Round is the size a request of n bytes takes.
+func Round(n int64) int64 { return roundUp(max(n, 1), Align) }
+
+// Alloc returns a block for size bytes (already Round'ed).
+func (a *Arena) Alloc(size int64) (*Block, error) {
+	if b := a.takeFree(size); b != nil {
+		return a.use(b, size), nil
+	}
+	seg := int64(SegmentRound)
+	large := size >= SmallLimit
+	if large {
+		seg = SizeClass(size)
+	}
+	if !a.fits(seg) {
+		a.ReleaseEmpty()
+	}
+	if !a.fits(seg) && !a.fits(roundUp(size, PageSize)) {
+		return nil, ErrFull
+	}
+	if !a.fits(seg) {
+		seg = roundUp(size, PageSize) // near the cap: no rounding slack
+	}
+	base, mem, err := a.Map(seg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Segment{Base: base, Size: seg, Large: large, Mem: mem}
+	a.segs = append(a.segs, s)
+	a.Reserved += seg
+	a.Mapped += seg
+	a.PeakReserved = max(a.PeakReserved, a.Reserved)
+	return a.use(&Block{Seg: s, Size: seg}, size), nil
+}
+
+// Free returns b to the cache, merging it with free neighbours. It reports
+// the bytes b held (0 when it was not allocated).
+func (a *Arena) Free(b *Block) int64 {
+	if b == nil || !b.allocated {
+		return 0
+	}
+	size := b.Size
+	b.allocated = false
+	b.Seg.Used -= b.Size
+	a.Allocated -= b.Size
+	if n := b.next; n != nil && !n.allocated {
+		a.removeFree(n)
+		b.Size += n.Size
+		b.next = n.next
+		if n.next != nil {
+			n.next.prev = b
+		}
+	}
+	if p := b.prev; p != nil && !p.allocated {
+		a.removeFree(p)
+		p.Size += b.Size
+		p.next = b.next
+		if b.next != nil {
+			b.next.prev = p
+		}
+		b = p
+	}
+	a.insertFree(b)
+	return size
+}
+
+// ReleaseEmpty gives back every segment with nothing allocated in it.
+func (a *Arena) ReleaseEmpty() {
+	kept := a.segs[:0]
+	for _, s := range a.segs {
+		if s.Used != 0 {
+			kept = append(kept, s)
+			continue
+		}
+		free := a.free[:0]
+		for _, b := range a.free {
+			if b.Seg != s {
+				free = append(free, b)
+			}
+		}
+		a.free = free
+		a.Reserved -= s.Size
+		if a.Unmap != nil {
+			a.Unmap(s)
+		}
+	}
+	for i := len(kept); i < len(a.segs); i++ {
+		a.segs[i] = nil
+	}
+	a.segs = kept
+}
+
+// SizeClass rounds a large request up to a multiple of 1/8 of its power of
+// two (at least 64 KiB), so that tensors of nearly equal size share cached
+// segments while the rounding wastes at most 1/8.
+func SizeClass(size int64) int64 {
+	step := int64(64 << 10)
+	for p := int64(1); p <= size; p <<= 1 {
+		step = max(step, p/8)
+	}
+	return roundUp(size, step)
+}
+
+func (a *Arena) fits(n int64) bool {
+	return a.Capacity <= 0 || a.Reserved+n <= a.Capacity
+}
+
+// use marks b allocated, splitting off the tail when it is worth keeping.
+func (a *Arena) use(b *Block, size int64) *Block {
+	if rest := b.Size - size; !b.Seg.Large && rest >= Align {
+		tail := &Block{Seg: b.Seg, Off: b.Off + size, Size: rest, prev: b, next: b.next}
+		if b.next != nil {
+			b.next.prev = tail
+		}
+		b.next = tail
+		b.Size = size
+		a.insertFree(tail)
+	}
+	b.allocated = true
+	b.Seg.Used += b.Size
+	a.Allocated += b.Size
+	a.PeakAllocated = max(a.PeakAllocated, a.Allocated)
+	return b
+}
+
+// takeFree removes and returns a cached block for size bytes: for a small
+// request the smallest free span of a small segment that holds it, for a
+// large one a cached segment of exactly its size class.
+func (a *Arena) takeFree(size int64) *Block {
+	large := size >= SmallLimit
+	want := size
+	if large {
+		want = SizeClass(size)
+	}
+	i := sort.Search(len(a.free), func(i int) bool { return a.free[i].Size >= want })
+	for ; i < len(a.free); i++ {
+		b := a.free[i]
+		if b.Seg.Large != large || (large && b.Size != want) {
+			if large && b.Size > want {
+				break // sorted by size: no exact class left
+			}
+			continue
+		}
+		a.free = append(a.free[:i], a.free[i+1:]...)
+		return b
+	}
+	return nil
+}
+
+func (a *Arena) insertFree(b *Block) {
+	addr := b.Seg.Base + b.Off
+	i := sort.Search(len(a.free), func(i int) bool {
+		f := a.free[i]
+		return f.Size > b.Size || (f.Size == b.Size && f.Seg.Base+f.Off >= addr)
+	})
+	a.free = append(a.free, nil)
+	copy(a.free[i+1:], a.free[i:])
+	a.free[i] = b
+}
+
+func (a *Arena) removeFree(b *Block) {
+	for i, f := range a.free {
+		if f == b {
+			a.free = append(a.free[:i], a.free[i+1:]...)
+			return
+		}
+	}
+}
+
+func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
