@@ -1,4 +1,4 @@
-//go:build unix
+//go:build unix && !linux
 
 package cpu
 
@@ -7,6 +7,9 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// HugePages is false: transparent huge pages are asked for on Linux only.
+var HugePages = false
 
 // mapAnon maps size bytes of private anonymous memory, outside the Go heap.
 func mapAnon(size int64) ([]byte, error) {
