@@ -119,3 +119,26 @@ func TestDeviceReclaimFreesRoom(t *testing.T) {
 	}
 	b.Free()
 }
+
+// TestLargeSegmentsStartOnHugePages: with huge pages on (Linux), a segment
+// of 2 MiB or more starts on a 2 MiB boundary, so that all of it can be
+// backed by huge pages, and it is fully writable.
+func TestLargeSegmentsStartOnHugePages(t *testing.T) {
+	if !HugePages {
+		t.Skip("huge pages are off here (not Linux, or FERRY_HUGEPAGES=0)")
+	}
+	d := NewDevice(0)
+	for _, n := range []int64{2 << 20, 5<<20 + 4096, 33 << 20} {
+		buf, err := d.Alloc(n, "big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := uintptr(buf.Ptr); p%(2<<20) != 0 {
+			t.Errorf("%d-byte segment at %#x, not on a 2 MiB boundary", n, p)
+		}
+		b := buf.Bytes()
+		b[0], b[len(b)-1] = 1, 2
+		buf.Free()
+	}
+	d.EmptyCache()
+}
