@@ -9,11 +9,12 @@ import (
 // The VAE decode follows model/wanvae (decode.go, layers.go, tile.go)
 // allocation by allocation: the decoder runs one latent frame at a time
 // (a "chunk"), every causal 3×3×3 conv keeping the last two frames of its
-// input in a cache slot; norms run on channels-last copies; the first
-// chunk's single-frame convs apply only the kernel's last tap (a copy of
-// that weight slice is allocated). Tiled decodes (diffusers'
-// tiled_decode) decode each tile into a video of its own and blend and
-// crop it into the row being assembled.
+// input in a cache slot; norms run over the channels in the activation's
+// own layout (only the mid block's attention works on a channels-last
+// copy); the first chunk's single-frame convs apply only the kernel's last
+// tap (a copy of that weight slice is allocated). Tiled decodes
+// (diffusers' tiled_decode) decode each tile into a video of its own and
+// blend and crop it into the row being assembled.
 
 // vt is a live activation [B, c, t, h, w] in the VAE script.
 type vt struct {
@@ -89,14 +90,11 @@ func (v *vaeRec) elementwise(x *vt, passes float64) {
 	v.addWork(work{mem: passes * float64(f32(v.b, x.c, x.t, x.h, x.w))})
 }
 
-// normSiLU: permute, RMSNorm, SiLU, permute back.
+// normSiLU: RMSNorm over the channels, then SiLU in place (x read, y
+// written, then read and written again).
 func (v *vaeRec) normSiLU(x *vt) *vt {
-	xl := v.alloc(x.c, x.t, x.h, x.w)
-	n := v.alloc(x.c, x.t, x.h, x.w)
-	v.free(xl)
 	y := v.alloc(x.c, x.t, x.h, x.w)
-	v.free(n)
-	v.elementwise(x, 8)
+	v.elementwise(x, 4)
 	return y
 }
 

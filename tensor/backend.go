@@ -50,6 +50,9 @@ type Backend interface {
 	LayerNorm(dst, x, w, b *Tensor, eps float32) error
 	// RMSNorm over the last dimension (x / sqrt(mean(x²)+eps) * w); w may be nil.
 	RMSNorm(dst, x, w *Tensor, eps float32) error
+	// RMSNormChannels is RMSNorm over dimension 1 (the channels) of x
+	// [N, C, spatial...] at every position; w (length C) may be nil.
+	RMSNormChannels(dst, x, w *Tensor, eps float32) error
 	// GroupNorm: x is [N, C, spatial...]; w, b are [C] or nil.
 	GroupNorm(dst, x, w, b *Tensor, groups int, eps float32) error
 

@@ -308,6 +308,22 @@ func (o *Ops) RMSNorm(x, w *Tensor, eps float32) *Tensor {
 	return out
 }
 
+// RMSNormChannels is RMSNorm over the channels (dimension 1) of x [N, C,
+// spatial...]; w may be nil.
+func (o *Ops) RMSNormChannels(x, w *Tensor, eps float32) *Tensor {
+	if x.Rank() < 2 {
+		return o.failf("rmsnorm over channels: %v has no channel dimension", x.shape)
+	}
+	if !o.checkVec("rmsnorm over channels", w, x.Dim(1)) {
+		return dead(dtype.F32, x.shape)
+	}
+	out := o.Empty(dtype.F32, x.shape...)
+	if o.live(x, w, out) {
+		o.run(out, o.B.RMSNormChannels(out, x, w, eps), "rmsnorm over channels")
+	}
+	return out
+}
+
 // GroupNorm over groups of channels of x [N, C, spatial...].
 func (o *Ops) GroupNorm(x, w, b *Tensor, groups int, eps float32) *Tensor {
 	if x.Rank() < 2 || groups <= 0 || x.Dim(1)%groups != 0 {

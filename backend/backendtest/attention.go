@@ -195,6 +195,8 @@ func testBadShapes(h *harness) {
 		{"softmax into wrong shape", func() error { return h.be.Softmax(wrong.dst, a) }},
 		{"layernorm with wrong weight", func() error { return h.be.LayerNorm(a, a, w, nil, 1e-5) }},
 		{"rmsnorm into wrong shape", func() error { return h.be.RMSNorm(wrong.dst, a, nil, 1e-5) }},
+		{"rmsnorm over channels into wrong shape", func() error { return h.be.RMSNormChannels(wrong.dst, a, nil, 1e-5) }},
+		{"rmsnorm over channels with wrong weight", func() error { return h.be.RMSNormChannels(a, a, w, 1e-5) }},
 		{"groupnorm with groups not dividing C", func() error { return h.be.GroupNorm(a, a, nil, nil, 5, 1e-5) }},
 		{"linear into wrong shape", func() error { return h.be.Linear(wrong.dst, a, w, nil) }},
 		{"linear with wrong inner dim", func() error { return h.be.Linear(wrong.dst, w, a, nil) }},

@@ -54,6 +54,7 @@ func Run(t *testing.T, newBackend func(capacity int64) tensor.Backend) {
 		{"Softmax", testSoftmax},
 		{"LayerNorm", testLayerNorm},
 		{"RMSNorm", testRMSNorm},
+		{"RMSNormChannels", testRMSNormChannels},
 		{"GroupNorm", testGroupNorm},
 		{"Linear", testLinear},
 		{"MatMul", testMatMul},

@@ -117,6 +117,59 @@ func testRMSNorm(h *harness) {
 	}
 }
 
+// testRMSNormChannels: the channels-first norm of the VAE, checked against
+// refRMSNorm on the channels-last copy; position counts around the CPU
+// backend's chunk of 512, channel counts from 1 to the VAE's 384.
+func testRMSNormChannels(h *harness) {
+	cases := []normCase{
+		{shape: []int{1, 4, 5}, eps: 0.5, weights: true},
+		{shape: []int{2, 3, 7}, eps: 1e-6},
+		{shape: []int{1, 1, 9}, eps: 1e-6, weights: true},
+		{shape: []int{2, 96, 2, 16, 17}, eps: 1e-12, weights: true},
+		{shape: []int{1, 384, 1, 8, 8}, eps: 1e-6, weights: true, offset: 20},
+		{shape: []int{3, 5}, eps: 1e-6, weights: true},
+	}
+	for _, c := range cases {
+		nb, ch := c.shape[0], c.shape[1]
+		pos := numElems(c.shape) / (nb * ch)
+		x := h.randn(numElems(c.shape), 1)
+		for i := range x {
+			x[i] += float32(c.offset)
+		}
+		var w []float32
+		var tw *tensor.Tensor
+		if c.weights {
+			w = h.randn(ch, 1)
+			tw = h.input(w, ch)
+		}
+		// [N, C, P] -> [N, P, C], the reference over rows, and back.
+		xl := make([]float32, len(x))
+		for b := range nb {
+			for k := range ch {
+				for p := range pos {
+					xl[(b*pos+p)*ch+k] = x[(b*ch+k)*pos+p]
+				}
+			}
+		}
+		wl, tl := refRMSNorm(xl, w, ch, float64(c.eps))
+		want, tol := make([]float64, len(x)), make([]float64, len(x))
+		for b := range nb {
+			for k := range ch {
+				for p := range pos {
+					want[(b*ch+k)*pos+p], tol[(b*ch+k)*pos+p] = wl[(b*pos+p)*ch+k], tl[(b*pos+p)*ch+k]
+				}
+			}
+		}
+		name := fmt.Sprintf("rmsnorm channels %v eps %g w %v", c.shape, c.eps, c.weights)
+		tx := h.input(x, c.shape...)
+		for _, got := range h.both(name, dtype.F32, c.shape,
+			func() *tensor.Tensor { return h.ops.RMSNormChannels(tx, tw, c.eps) },
+			func(dst *tensor.Tensor) error { return h.be.RMSNormChannels(dst, tx, tw, c.eps) }) {
+			h.near(name, got, want, tol)
+		}
+	}
+}
+
 func testGroupNorm(h *harness) {
 	cases := []struct {
 		normCase

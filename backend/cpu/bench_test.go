@@ -284,6 +284,7 @@ func BenchmarkNorms(b *testing.B) {
 		{"rmsnorm", 2 * a.Bytes(), func() error { return x.be.RMSNorm(out, a, w, 1e-6) }},
 		{"softmax", 2 * a.Bytes(), func() error { return x.be.Softmax(out, a) }},
 		{"groupnorm", 2 * vae.Bytes(), func() error { return x.be.GroupNorm(vaeOut, vae, gw, gb, 32, 1e-6) }},
+		{"rmsnorm-channels", 2 * vae.Bytes(), func() error { return x.be.RMSNormChannels(vaeOut, vae, gw, 1e-12) }},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

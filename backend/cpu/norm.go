@@ -147,6 +147,66 @@ func (be *Backend) RMSNorm(dst, x, w *tensor.Tensor, eps float32) error {
 	return nil
 }
 
+// channelChunk is how many positions RMSNormChannels normalises together:
+// their running sums of squares (on the stack) stay in L1 while every
+// channel's run of them streams past.
+const channelChunk = 512
+
+// RMSNormChannels normalises x [N, C, spatial...] over its channels at every
+// position: x / sqrt(mean over C of x² + eps) · w[c]. It works along the
+// positions, which are contiguous, so no channels-last copy is needed: a
+// chunk of positions accumulates the squares channel by channel, then each
+// channel's run is scaled by the chunk's reciprocal norms. Unlike the
+// other norms its sums of squares are float32, one vector lane per
+// position: within C·u of exact, as PyTorch's are.
+func (be *Backend) RMSNormChannels(dst, x, w *tensor.Tensor, eps float32) error {
+	d, xs, err := be.unaryArgs(dst, x)
+	if err != nil {
+		return err
+	}
+	if x.Rank() < 2 {
+		return fmt.Errorf("cpu: rmsnorm over channels of %v: want [N, C, ...]", x)
+	}
+	c := x.Dim(1)
+	ws, _, err := normParams(w, nil, c)
+	if err != nil || len(d) == 0 {
+		return err
+	}
+	n, pos := x.Dim(0), x.Len()/(x.Dim(0)*c)
+	chunks := (pos + channelChunk - 1) / channelChunk
+	be.pool.For(n*chunks, max(1, grainStream/(c*channelChunk)), func(lo, hi int) {
+		var acc, r [channelChunk]float32
+		for it := lo; it < hi; it++ {
+			img, p0 := it/chunks, it%chunks*channelChunk
+			np := min(channelChunk, pos-p0)
+			base := img * c * pos
+			channelNorm(d[base:base+c*pos], xs[base:base+c*pos], ws, acc[:np], r[:np], c, pos, p0, float64(eps))
+		}
+	})
+	return nil
+}
+
+// channelNorm normalises positions [p0, p0+len(acc)) of one image's [C,
+// pos] slab x into d.
+func channelNorm(d, x, w, acc, r []float32, c, pos, p0 int, eps float64) {
+	np := len(acc)
+	clear(acc)
+	for ch := range c {
+		sqAcc(acc, x[ch*pos+p0:ch*pos+p0+np])
+	}
+	for i, q := range acc {
+		r[i] = float32(1 / math.Sqrt(float64(q)/float64(c)+eps))
+	}
+	for ch := range c {
+		g := float32(1)
+		if w != nil {
+			g = w[ch]
+		}
+		o := ch*pos + p0
+		mulScale(d[o:o+np], x[o:o+np], r, g)
+	}
+}
+
 func rmsNormRow(d, x, w []float32, eps float64) {
 	x = x[:len(d)]
 	var q float64

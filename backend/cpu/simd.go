@@ -15,7 +15,25 @@ var (
 	scaleRow = scaleRowGo
 	// addRow adds src to dst elementwise (len(src) >= len(dst)).
 	addRow = addRowGo
+	// sqAcc adds the squares of x to acc elementwise (len(x) >= len(acc)).
+	sqAcc = sqAccGo
+	// mulScale sets d[i] = (r[i]·c)·x[i] (x and r at least as long as d).
+	mulScale = mulScaleGo
 )
+
+func sqAccGo(acc, x []float32) {
+	x = x[:len(acc)]
+	for i, v := range x {
+		acc[i] += v * v
+	}
+}
+
+func mulScaleGo(d, x, r []float32, c float32) {
+	x, r = x[:len(d)], r[:len(d)]
+	for i, v := range x {
+		d[i] = r[i] * c * v
+	}
+}
 
 func rowMaxGo(s []float32, init float32) float32 {
 	m := init

@@ -37,6 +37,18 @@ func init() {
 			addRowAVX512(&dst[0], &src[0], len(dst))
 		}
 	}
+	sqAcc = func(acc, x []float32) {
+		if len(acc) > 0 {
+			_ = x[len(acc)-1]
+			sqAccAVX512(&acc[0], &x[0], len(acc))
+		}
+	}
+	mulScale = func(d, x, r []float32, c float32) {
+		if len(d) > 0 {
+			_, _ = x[len(d)-1], r[len(d)-1]
+			mulScaleAVX512(&d[0], &x[0], &r[0], len(d), c)
+		}
+	}
 	// The float32 vector versions of these are within a few ulps of the
 	// exact values (simd_test.go measures them), as PyTorch's are.
 	for op, f := range map[tensor.UnaryOp]func(d, x *float32, n int){
@@ -71,6 +83,12 @@ func scaleRowAVX512(s *float32, n int, c float32)
 
 //go:noescape
 func addRowAVX512(dst, src *float32, n int)
+
+//go:noescape
+func sqAccAVX512(acc, x *float32, n int)
+
+//go:noescape
+func mulScaleAVX512(d, x, r *float32, n int, c float32)
 
 //go:noescape
 func siluAVX512(d, x *float32, n int)

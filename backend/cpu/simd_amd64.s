@@ -419,3 +419,73 @@ tail:
 done:
 	VZEROUPPER
 	RET
+
+// Kernels of the RMSNorm over channels (norm.go), which runs along
+// positions: one accumulates the squares of a channel's run of positions,
+// the other scales it by the positions' reciprocal norms and the channel's
+// weight.
+
+// func sqAccAVX512(acc, x *float32, n int): acc[i] += x[i]·x[i].
+TEXT ·sqAccAVX512(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+
+sqloop:
+	CMPQ        CX, $16
+	JLT         sqtail
+	VMOVUPS     (SI), Z1
+	VMOVUPS     (DI), Z0
+	VFMADD231PS Z1, Z1, Z0
+	VMOVUPS     Z0, (DI)
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         sqloop
+
+sqtail:
+	TESTQ CX, CX
+	JEQ   sqdone
+	TAILMASK
+	VMOVUPS.Z   (SI), K1, Z1
+	VMOVUPS.Z   (DI), K1, Z0
+	VFMADD231PS Z1, Z1, Z0
+	VMOVUPS     Z0, K1, (DI)
+
+sqdone:
+	VZEROUPPER
+	RET
+
+// func mulScaleAVX512(d, x, r *float32, n int, c float32): d[i] = x[i]·r[i]·c.
+TEXT ·mulScaleAVX512(SB), NOSPLIT, $0-36
+	MOVQ         d+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         r+16(FP), DX
+	MOVQ         n+24(FP), CX
+	VBROADCASTSS c+32(FP), Z2
+
+mulloop:
+	CMPQ    CX, $16
+	JLT     multail
+	VMULPS  (DX), Z2, Z0
+	VMULPS  (SI), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	ADDQ    $64, DX
+	SUBQ    $16, CX
+	JMP     mulloop
+
+multail:
+	TESTQ CX, CX
+	JEQ   muldone
+	TAILMASK
+	VMOVUPS.Z (DX), K1, Z0
+	VMOVUPS.Z (SI), K1, Z1
+	VMULPS    Z0, Z2, Z0
+	VMULPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (DI)
+
+muldone:
+	VZEROUPPER
+	RET

@@ -114,6 +114,38 @@ func TestScaleAndAddRows(t *testing.T) {
 	}
 }
 
+// TestChannelNormRows checks the two row kernels of RMSNormChannels against
+// their Go versions for every tail length: the sums of squares may differ
+// by the fused multiply-add's rounding (an ulp), the scaling not at all.
+func TestChannelNormRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := 0; n <= 40; n++ {
+		x, r := make([]float32, n+1), make([]float32, n+1)
+		for i := range x {
+			x[i], r[i] = float32(rng.NormFloat64()), float32(rng.Float64()+0.5)
+		}
+		acc, ref := make([]float32, n+1), make([]float32, n+1)
+		for i := range acc {
+			acc[i] = float32(i)
+			ref[i] = acc[i]
+		}
+		sqAcc(acc[:n], x)
+		sqAccGo(ref[:n], x)
+		d, want := make([]float32, n+1), make([]float32, n+1)
+		d[n], want[n] = 7, 7
+		mulScale(d[:n], x, r, 1.5)
+		mulScaleGo(want[:n], x, r, 1.5)
+		for i := range n + 1 {
+			if ulps(acc[i], ref[i]) > 1 {
+				t.Fatalf("n=%d: sum of squares %d = %g, want %g", n, i, acc[i], ref[i])
+			}
+			if d[i] != want[i] {
+				t.Fatalf("n=%d: scaled element %d = %g, want %g", n, i, d[i], want[i])
+			}
+		}
+	}
+}
+
 // TestVectorUnaryAccuracy compares each elementwise function (the AVX-512
 // versions where the CPU has them) with its float64 evaluation over a dense
 // sweep, in ulps (results above 2^-100). The GELU's error grows

@@ -97,17 +97,12 @@ func lastFrames(ops *tensor.Ops, x *tensor.Tensor, n int) *tensor.Tensor {
 func normEps(channels int) float32 { return float32(1e-24 / float64(channels)) }
 
 // normSiLU is WanRMS_norm over the channels of x [B, C, T, H, W] followed
-// by SiLU. The norm runs on a channels-last copy (ops.RMSNorm normalises
-// the last dimension), so it costs two permutes.
+// by SiLU, computed in place in x's layout (no channels-last copy).
 func (p *pass) normSiLU(x, gamma *tensor.Tensor) *tensor.Tensor {
 	ops := p.ops
 	c := x.Dim(1)
-	xl := ops.Permute(x, 0, 2, 3, 4, 1)
-	n := ops.RMSNorm(xl, view(ops, gamma, c), normEps(c))
-	xl.Free()
-	ops.UnaryInPlace(n, tensor.SiLU)
-	y := ops.Permute(n, 0, 4, 1, 2, 3)
-	n.Free()
+	y := ops.RMSNormChannels(x, view(ops, gamma, c), normEps(c))
+	ops.UnaryInPlace(y, tensor.SiLU)
 	return y
 }
 

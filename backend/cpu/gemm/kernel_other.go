@@ -11,3 +11,8 @@ func archKernels() []*kernel { return nil }
 func transpose16(dst *float32, dstStride int, src *float32, srcStride int, rows int, storeMask uint32) {
 	panic("gemm: transpose16 needs AVX-512")
 }
+
+// copyRows16 likewise: only AVX-512 kernels (transpose set) call it.
+func copyRows16(dst, src *float32, lda, rows, kc int) {
+	panic("gemm: copyRows16 needs AVX-512")
+}

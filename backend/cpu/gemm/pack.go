@@ -21,7 +21,7 @@ func (kn *kernel) packA(dst, a []float32, lda int, transA bool, i0, mc, p0, kc i
 		panel := dst[off : off+rows*kc]
 		r0 := i0 + q*kn.mr
 		if transA {
-			packRowsContiguous(panel, a, lda, r0, rows, p0, kc)
+			kn.packRowsContiguous(panel, a, lda, r0, rows, p0, kc)
 		} else {
 			kn.packRowsStrided(panel, a, lda, r0, rows, p0, kc)
 		}
@@ -53,7 +53,21 @@ func (kn *kernel) packRowsStrided(panel, a []float32, lda, r0, rows, p0, kc int)
 // packRowsContiguous packs rows r0..r0+rows of a matrix stored transposed
 // (the rows of one k step are contiguous): panel[p·rows + r] =
 // a[(p0+p)·lda + r0+r].
-func packRowsContiguous(panel, a []float32, lda, r0, rows, p0, kc int) {
+//
+// The rows of one step (14 with AVX-512) are too few for a memmove call
+// per step to pay off: with AVX-512 each step is one masked load and store.
+// (Convolutions pack their im2col tiles this way; for 96 output channels
+// the calls took as long as the products.)
+func (kn *kernel) packRowsContiguous(panel, a []float32, lda, r0, rows, p0, kc int) {
+	if kc == 0 || rows == 0 {
+		return
+	}
+	if kn.transpose && rows <= 16 {
+		_ = panel[kc*rows-1]
+		_ = a[(p0+kc-1)*lda+r0+rows-1]
+		copyRows16(&panel[0], &a[p0*lda+r0], lda, rows, kc)
+		return
+	}
 	for p := range kc {
 		s := (p0+p)*lda + r0
 		copy(panel[p*rows:(p+1)*rows], a[s:s+rows])
