@@ -93,6 +93,9 @@ func BenchmarkSgemm(b *testing.B) {
 			b.Run(shape+"/go-bf16", func(b *testing.B) {
 				benchBF16(b, gemm.DefaultBF16(), ops)
 			})
+			b.Run(shape+"/go-bf16-packed", func(b *testing.B) {
+				benchBF16Packed(b, gemm.DefaultBF16(), ops)
+			})
 			b.Run(shape+"/go-packed", func(b *testing.B) {
 				pk, err := g.PackB(nil, true, n, k, ops.b, k)
 				if err != nil {
@@ -118,6 +121,25 @@ func benchBF16(b *testing.B, g gemm.BF16Impl, ops *benchOperands) {
 	m, n, k := ops.m, ops.n, ops.k
 	measure(b, m, n, k, func() {
 		if err := g.GemmBF16(m, n, k, ops.a, k, w, k, 0, ops.c, n); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// benchBF16Packed times the bf16 GEMM with the weights packed once (as
+// the executor packs them when it moves them to the device).
+func benchBF16Packed(b *testing.B, g *gemm.GoBF16, ops *benchOperands) {
+	w := make([]uint16, len(ops.b))
+	for i, v := range ops.b {
+		w[i] = dtype.F32ToBF16(v)
+	}
+	m, n, k := ops.m, ops.n, ops.k
+	pw, err := g.PackWeights(nil, n, k, w, k)
+	if err != nil {
+		b.Fatal(err)
+	}
+	measure(b, m, n, k, func() {
+		if err := g.GemmBF16Packed(m, ops.a, k, pw, 0, ops.c, n); err != nil {
 			b.Fatal(err)
 		}
 	})

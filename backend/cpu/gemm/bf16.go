@@ -239,21 +239,35 @@ func (g *GoBF16) sweep(ws *bf16Workspace, p *bf16Problem, blk bf16Block, workers
 	kn := g.kern
 	mt, nt := ceilDiv(p.m, kn.mr), ceilDiv(blk.nc, kn.nr)
 	wm, wn := partition(mt, nt, workers)
+	b := wordPanels{data: ws.b, stride: blk.kc * kn.nr}
 	if wm*wn == 1 {
-		g.rectangle(ws, 0, p, blk, 0, p.m, 0, nt)
+		g.rectangle(ws, 0, p, blk, b, 0, p.m, 0, nt)
 		return
 	}
 	g.pool.Run(wm*wn, func(i int) {
 		im, in := i/wn, i%wn
 		r0, r1 := im*mt/wm*kn.mr, min(p.m, (im+1)*mt/wm*kn.mr)
-		g.rectangle(ws, i, p, blk, r0, r1, in*nt/wn, (in+1)*nt/wn)
+		g.rectangle(ws, i, p, blk, b, r0, r1, in*nt/wn, (in+1)*nt/wn)
 	})
+}
+
+// wordPanels locates packed B micro-panels: panel q of a block starts at
+// q·stride + off (a shared block: stride kc·nr, off 0; prepacked weights:
+// stride pairs·nr, off the block's first pair·nr).
+type wordPanels struct {
+	data        []uint32
+	stride, off int
+}
+
+func (v wordPanels) panel(q, kc, nr int) []uint32 {
+	s := q*v.stride + v.off
+	return v.data[s : s+kc*nr]
 }
 
 // rectangle computes rows [r0, r1) and panels [q0, q1) of one block with
 // worker slot i's buffers: for each A block of mc rows, sweep every panel
 // over its register tiles (the panel stays in L1 across the tiles).
-func (g *GoBF16) rectangle(ws *bf16Workspace, i int, p *bf16Problem, blk bf16Block, r0, r1, q0, q1 int) {
+func (g *GoBF16) rectangle(ws *bf16Workspace, i int, p *bf16Problem, blk bf16Block, b wordPanels, r0, r1, q0, q1 int) {
 	kn := g.kern
 	abuf, scratch := ws.a[i], ws.s[i]
 	for ic := r0; ic < r1; ic += kn.mc {
@@ -261,7 +275,7 @@ func (g *GoBF16) rectangle(ws *bf16Workspace, i int, p *bf16Problem, blk bf16Blo
 		packActivations(abuf, kn.mr, p.a, p.lda, p.k, ic, rows, blk.pc, blk.kc)
 		for q := q0; q < q1; q++ {
 			cols := min(kn.nr, blk.nc-q*kn.nr)
-			panel := ws.b[q*blk.kc*kn.nr : (q+1)*blk.kc*kn.nr]
+			panel := b.panel(q, blk.kc, kn.nr)
 			cj := blk.jc + q*kn.nr
 			for ir := 0; ir < rows; ir += kn.mr {
 				rr := min(kn.mr, rows-ir)
