@@ -69,11 +69,11 @@ func (e *Executor) load(b *Block) (*tensor.Buffer, error) {
 	var read int64
 	for i := range b.params {
 		p := &b.params[i]
-		view, err := tensor.View(buf, p.devOff, p.devType, p.info.Shape...)
+		view, err := p.deviceView(buf)
 		if err == nil {
 			if fromHost {
 				raw := b.host.Bytes()[p.rawOff : p.rawOff+p.info.Size]
-				err = backend.Upload(view, raw, p.info.DType)
+				err = upload(backend, view, raw, p)
 			} else {
 				err = e.stream(backend, buf, cs.Source, p)
 				read += p.info.Size
@@ -120,6 +120,24 @@ func (e *Executor) fillHostCopy(b *Block) error {
 	return nil
 }
 
+// deviceView is p's tensor in the block's device buffer, packed as
+// p.layout says.
+func (p *param) deviceView(buf *tensor.Buffer) (*tensor.Tensor, error) {
+	if p.layout != "" {
+		return tensor.PackedView(buf, p.devOff, p.devType, p.layout, p.info.Shape...)
+	}
+	return tensor.View(buf, p.devOff, p.devType, p.info.Shape...)
+}
+
+// upload converts a whole tensor's stored bytes into its device view:
+// packing it, for a packed GEMM weight.
+func upload(backend tensor.Backend, view *tensor.Tensor, raw []byte, p *param) error {
+	if p.layout != "" {
+		return backend.(tensor.MatrixPacker).PackRows(view, raw, p.info.DType, 0)
+	}
+	return backend.Upload(view, raw, p.info.DType)
+}
+
 // stream reads one tensor from its source chunk by chunk through the staging
 // buffer, converting each chunk into the destination.
 func (e *Executor) stream(backend tensor.Backend, buf *tensor.Buffer, src Source, p *param) error {
@@ -129,6 +147,9 @@ func (e *Executor) stream(backend tensor.Backend, buf *tensor.Buffer, src Source
 			return fmt.Errorf("staging buffer: %w", err)
 		}
 		e.staging = s
+	}
+	if p.layout != "" {
+		return e.streamPacked(backend, buf, src, p)
 	}
 	inSize := int64(p.info.DType.Size())
 	outSize := int64(p.devType.Size())
@@ -144,6 +165,29 @@ func (e *Executor) stream(backend tensor.Backend, buf *tensor.Buffer, src Source
 			return err
 		}
 		if err := backend.Upload(dst, raw, p.info.DType); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamPacked is stream for a packed GEMM weight: chunks of whole row
+// groups, each packed into place as it arrives.
+func (e *Executor) streamPacked(backend tensor.Backend, buf *tensor.Buffer, src Source, p *param) error {
+	view, err := p.deviceView(buf)
+	if err != nil {
+		return err
+	}
+	rowBytes := int64(p.info.Shape[1]) * int64(p.info.DType.Size())
+	per := max(1, e.cfg.ChunkBytes/(rowBytes*int64(p.group))) * int64(p.group) // rows per chunk
+	packer := backend.(tensor.MatrixPacker)
+	for r0 := int64(0); r0 < int64(p.info.Shape[0]); r0 += per {
+		rows := min(per, int64(p.info.Shape[0])-r0)
+		raw := e.staging.Bytes()[:rows*rowBytes]
+		if err := src.Read(p.name, r0*rowBytes, raw); err != nil {
+			return err
+		}
+		if err := packer.PackRows(view, raw, p.info.DType, int(r0)); err != nil {
 			return err
 		}
 	}

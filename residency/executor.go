@@ -60,6 +60,11 @@ type param struct {
 	devOff  int64
 	rawOff  int64
 	view    *tensor.Tensor
+	// layout is the backend's packed layout of a GEMM weight ("" dense):
+	// it is packed as it is copied, in groups of rows (see
+	// tensor.MatrixPacker).
+	layout string
+	group  int
 }
 
 // Bytes is the block's size on the device.
@@ -212,6 +217,7 @@ func (e *Executor) resolve(b *Block) error {
 		p := param{field: f, info: info, devType: computeType(info.DType)}
 		if f.matrix && e.cfg.MatrixDType == dtype.BF16 && info.DType.IsFloat() {
 			p.devType = dtype.BF16
+			p.layout, p.group = e.packing(b.comp, info)
 		}
 		p.devOff = b.devBytes
 		p.rawOff = b.rawBytes
@@ -220,6 +226,25 @@ func (e *Executor) resolve(b *Block) error {
 		b.params = append(b.params, p)
 	}
 	return nil
+}
+
+// packing asks the backend that computes cs whether it packs a bf16 GEMM
+// weight of this shape, and in groups of how many rows. A group must fit
+// the read staging buffer, which packing reads whole groups through.
+func (e *Executor) packing(cs *compState, info TensorInfo) (string, int) {
+	backend := e.cfg.Backend
+	if cs.plan.Placement == Host {
+		backend = e.cfg.HostBackend
+	}
+	mp, ok := backend.(tensor.MatrixPacker)
+	if !ok || len(info.Shape) != 2 {
+		return "", 0
+	}
+	layout, group, ok := mp.PackedLayout(dtype.BF16, info.Shape[0], info.Shape[1])
+	if !ok || group <= 0 || int64(group)*int64(info.Shape[1])*int64(info.DType.Size()) > e.cfg.ChunkBytes {
+		return "", 0
+	}
+	return layout, group
 }
 
 // computeType is the dtype a stored type is computed in on the device.

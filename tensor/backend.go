@@ -107,3 +107,20 @@ func (op UnaryOp) String() string {
 	}
 	return "unary?"
 }
+
+// MatrixPacker is a Backend that keeps GEMM weights in its kernels' own
+// layout, arranged once when the executor moves them to the device rather
+// than on every product. A packed tensor has the weight's shape [N, K] and
+// dtype, takes the same bytes, and only Linear reads it: every other op
+// refuses it.
+type MatrixPacker interface {
+	// PackedLayout names the layout an n×k weight of dtype dt is packed
+	// in and the number of rows it is packed in groups of; ok is false
+	// when the backend packs no such weight (it then stays dense).
+	PackedLayout(dt dtype.DType, n, k int) (layout string, group int, ok bool)
+	// PackRows packs rows [r0, r0+rows) of a row-major weight, given as
+	// raw data of type src, into dst (the whole packed weight). r0 is a
+	// multiple of the group, and so is the row count unless the rows end
+	// the weight.
+	PackRows(dst *Tensor, raw []byte, src dtype.DType, r0 int) error
+}

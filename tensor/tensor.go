@@ -21,6 +21,9 @@ type Tensor struct {
 	buf   *Buffer
 	off   int64 // byte offset of element 0 inside buf
 	view  bool  // a view does not own buf: Free on it does nothing
+	// layout names a backend's packed arrangement of a GEMM weight (see
+	// MatrixPacker); "" is the dense row-major layout every op reads.
+	layout string
 }
 
 // New wraps an existing buffer. The tensor owns it: Free releases it.
@@ -143,19 +146,25 @@ func (t *Tensor) F64() []float64 {
 }
 
 // Reshape returns a view with a new shape and the same elements. One
-// dimension may be -1 and is inferred.
+// dimension may be -1 and is inferred. A packed tensor keeps its shape.
 func (t *Tensor) Reshape(shape ...int) (*Tensor, error) {
 	s, err := inferShape(t.Len(), shape)
 	if err != nil {
 		return nil, fmt.Errorf("reshape %v to %v: %w", t.shape, shape, err)
 	}
-	return &Tensor{shape: s, dtype: t.dtype, buf: t.buf, off: t.off, view: true}, nil
+	if t.layout != "" && !SameShape(s, t.shape) {
+		return nil, fmt.Errorf("reshape %v to %v: the tensor is packed (%s)", t.shape, shape, t.layout)
+	}
+	return &Tensor{shape: s, dtype: t.dtype, buf: t.buf, off: t.off, view: true, layout: t.layout}, nil
 }
 
 // Rows returns a view of rows [start, start+n) along dimension 0.
 func (t *Tensor) Rows(start, n int) (*Tensor, error) {
 	if len(t.shape) == 0 || start < 0 || n < 0 || start+n > t.shape[0] {
 		return nil, fmt.Errorf("rows [%d,%d) of %v out of range", start, start+n, t.shape)
+	}
+	if t.layout != "" {
+		return nil, fmt.Errorf("rows of %v: the tensor is packed (%s)", t.shape, t.layout)
 	}
 	inner := NumElems(t.shape[1:])
 	s := append([]int{n}, t.shape[1:]...)
@@ -265,12 +274,30 @@ func View(buf *Buffer, off int64, dt dtype.DType, shape ...int) (*Tensor, error)
 	return &Tensor{shape: append([]int(nil), shape...), dtype: dt, buf: buf, off: off, view: true}, nil
 }
 
+// Layout is "" for the dense row-major layout, else the name of the
+// packed arrangement a backend gave this GEMM weight (see MatrixPacker).
+func (t *Tensor) Layout() string { return t.layout }
+
+// PackedView is View for a weight the backend packed as layout; it takes
+// the same bytes as the dense tensor (backends pack only such shapes).
+func PackedView(buf *Buffer, off int64, dt dtype.DType, layout string, shape ...int) (*Tensor, error) {
+	t, err := View(buf, off, dt, shape...)
+	if err != nil {
+		return nil, err
+	}
+	t.layout = layout
+	return t, nil
+}
+
 // SetShape changes t's own shape in place (same element count), keeping
 // ownership: use it instead of Reshape when the result replaces t.
 func (t *Tensor) SetShape(shape ...int) error {
 	s, err := inferShape(t.Len(), shape)
 	if err != nil {
 		return fmt.Errorf("reshape %v to %v: %w", t.shape, shape, err)
+	}
+	if t.layout != "" && !SameShape(s, t.shape) {
+		return fmt.Errorf("reshape %v to %v: the tensor is packed (%s)", t.shape, shape, t.layout)
 	}
 	t.shape = s
 	return nil

@@ -127,6 +127,9 @@ func hostData(name string, t *tensor.Tensor) ([]byte, error) {
 	if t.Ptr() == nil || t.Freed() {
 		return nil, fmt.Errorf("cpu: %s %v has no storage", name, t)
 	}
+	if l := t.Layout(); l != "" {
+		return nil, fmt.Errorf("cpu: %s %v is a packed GEMM weight (%s): only Linear reads it", name, t, l)
+	}
 	if d := t.Device(); d != nil {
 		if _, ok := d.(*Device); !ok {
 			return nil, fmt.Errorf("cpu: %s %v lives on device %s", name, t, d.Name())

@@ -17,7 +17,8 @@ const bigGEMM = 1 << 22
 // Linear sets dst[..., N] = x[..., K] · w[N, K]ᵀ + bias[N]. w may be F32 or
 // BF16. With BF16 weights and compute dtype F32 (the default) the result
 // is that of the weights widened exactly; with compute dtype BF16 (see
-// SetComputeDType) x is rounded to bf16 too and the bf16 GEMM runs.
+// SetComputeDType) x is rounded to bf16 too and the bf16 GEMM runs, on the
+// weight as it is or as PackRows packed it (the same sums either way).
 func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 	if w == nil || x == nil || dst == nil {
 		return fmt.Errorf("cpu: linear with nil tensor")
@@ -32,13 +33,22 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 	}
 	var ws []float32
 	var wb []uint16
-	if w.DType() == dtype.BF16 {
+	var pk gemm.BF16Packer
+	var pw *gemm.PackedBF16
+	switch {
+	case w.Layout() != "":
+		if pk, pw, err = be.packedWeight(w); err != nil {
+			return err
+		}
+	case w.DType() == dtype.BF16:
 		if _, err := hostData("weight", w); err != nil {
 			return err
 		}
 		wb = w.U16()
-	} else if ws, err = f32("weight", w); err != nil {
-		return err
+	default:
+		if ws, err = f32("weight", w); err != nil {
+			return err
+		}
 	}
 	bs, err := optF32("bias", bias)
 	if err != nil {
@@ -67,6 +77,10 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 		return nil
 	}
 	switch {
+	case pw != nil:
+		if err := pk.GemmBF16Packed(m, xs, k, pw, beta, d, n); err != nil {
+			return fmt.Errorf("cpu: linear %v · %vᵀ: %w", x, w, err)
+		}
 	case wb == nil:
 		be.gemm.Sgemm(false, true, m, n, k, 1, xs, k, ws, k, beta, d, n)
 	case be.compute == dtype.BF16:

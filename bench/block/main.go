@@ -5,8 +5,8 @@
 //
 // It builds the 1.3B configuration with one layer, registers it with the
 // residency executor over an in-memory source (fp32: weights widened on
-// the device) or binds bf16 weights directly (bf16: see bench.BF16Runner),
-// runs a warm-up forward pass and then -rounds timed ones, and prints the
+// the device; bf16: GEMM weights kept bf16 and packed), runs a warm-up
+// forward pass and then -rounds timed ones, and prints the
 // time of the block alone (the embedding and output blocks are not
 // counted), one line per round: "ferry-<dtype> <seconds>".
 package main
@@ -70,7 +70,7 @@ func run() error {
 	be := cpu.New(cpu.NewDevice(0), gemm.Best())
 	ops := tensor.NewOps(be)
 	comp := model.Component("transformer", src)
-	runner, closeRunner, err := newRunner(o.dtype, be, ops, src, comp)
+	runner, closeRunner, err := newRunner(o.dtype, be, comp)
 	if err != nil {
 		return err
 	}
@@ -109,17 +109,18 @@ func run() error {
 	return nil
 }
 
-// newRunner returns the Runner for the dtype: the residency executor with
-// everything resident (fp32), or the bf16 binder.
-func newRunner(dt string, be *cpu.Backend, ops *tensor.Ops, src *bench.MemorySource, comp *residency.Component) (residency.Runner, func(), error) {
+// newRunner returns the residency executor with everything resident: fp32
+// (weights widened to F32) or bf16 (GEMM weights kept bf16 on the device,
+// packed as they are loaded, and bf16 compute), as ferry generate runs.
+func newRunner(dt string, be *cpu.Backend, comp *residency.Component) (residency.Runner, func(), error) {
+	matrix := dtype.F32
 	if dt == "bf16" {
+		matrix = dtype.BF16
 		if err := be.SetComputeDType(dtype.BF16); err != nil {
 			return nil, nil, err
 		}
-		r := bench.NewBF16Runner(ops, src)
-		return r, r.Close, nil
 	}
-	exec, err := residency.New(residency.Config{Backend: be, HostBackend: be})
+	exec, err := residency.New(residency.Config{Backend: be, HostBackend: be, MatrixDType: matrix})
 	if err != nil {
 		return nil, nil, err
 	}

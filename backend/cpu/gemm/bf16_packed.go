@@ -2,6 +2,37 @@ package gemm
 
 import "fmt"
 
+// BF16Packer is a BF16Impl that can pack weights once (GoBF16).
+type BF16Packer interface {
+	BF16Impl
+	// Kernel names the micro-kernel whose layout PackWeights writes.
+	Kernel() string
+	// PanelWidth is the number of weight rows (output columns) in one
+	// packed panel: PackWeights over whole panels of rows [r0, r0+rows)
+	// writes exactly words [r0/PanelWidth·PackedWords(PanelWidth, k), ...)
+	// of the whole weight's packing.
+	PanelWidth() int
+	PackedWords(n, k int) int
+	PackWeights(dst []uint32, n, k int, w []uint16, ldw int) (*PackedBF16, error)
+	// PackedView wraps words already packed by PackWeights for an n×k
+	// weight (the executor packs into device memory and binds views).
+	PackedView(data []uint32, n, k int) (*PackedBF16, error)
+	GemmBF16Packed(m int, a []float32, lda int, w *PackedBF16, beta float32, c []float32, ldc int) error
+}
+
+var _ BF16Packer = (*GoBF16)(nil)
+
+// PanelWidth is the bf16 kernel's panel width nr.
+func (g *GoBF16) PanelWidth() int { return g.kern.nr }
+
+// PackedView wraps data, packed by this GEMM's kernel, as an n×k weight.
+func (g *GoBF16) PackedView(data []uint32, n, k int) (*PackedBF16, error) {
+	if n < 0 || k < 0 || len(data) != g.PackedWords(n, k) {
+		return nil, fmt.Errorf("gemm: %d packed words for a %d×%d bf16 weight, want %d", len(data), n, k, g.PackedWords(max(n, 0), max(k, 0)))
+	}
+	return &PackedBF16{n: n, k: k, nr: g.kern.nr, kernel: g.kern.name, data: data}, nil
+}
+
 // PackedBF16 is a bf16 weight W (n×k, PyTorch's [out, in]) packed once in
 // the bf16 kernel's panel layout, so that products skip the per-call
 // 32-bit transpose: column panels of nr output columns, each holding all
