@@ -215,9 +215,11 @@ func (e *Executor) resolve(b *Block) error {
 			continue
 		}
 		p := param{field: f, info: info, devType: computeType(info.DType)}
-		if f.matrix && e.cfg.MatrixDType == dtype.BF16 && info.DType.IsFloat() {
-			p.devType = dtype.BF16
-			p.layout, p.group = e.packing(b.comp, info)
+		if f.matrix && info.DType.IsFloat() {
+			if e.cfg.MatrixDType == dtype.BF16 {
+				p.devType = dtype.BF16
+			}
+			p.layout, p.group = e.packing(b.comp, info, p.devType)
 		}
 		p.devOff = b.devBytes
 		p.rawOff = b.rawBytes
@@ -228,10 +230,11 @@ func (e *Executor) resolve(b *Block) error {
 	return nil
 }
 
-// packing asks the backend that computes cs whether it packs a bf16 GEMM
-// weight of this shape, and in groups of how many rows. A group must fit
-// the read staging buffer, which packing reads whole groups through.
-func (e *Executor) packing(cs *compState, info TensorInfo) (string, int) {
+// packing asks the backend that computes cs whether it packs a GEMM weight
+// of this shape and device dtype, and in groups of how many rows. A group
+// must fit the read staging buffer, which packing reads whole groups
+// through.
+func (e *Executor) packing(cs *compState, info TensorInfo, dt dtype.DType) (string, int) {
 	backend := e.cfg.Backend
 	if cs.plan.Placement == Host {
 		backend = e.cfg.HostBackend
@@ -240,7 +243,7 @@ func (e *Executor) packing(cs *compState, info TensorInfo) (string, int) {
 	if !ok || len(info.Shape) != 2 {
 		return "", 0
 	}
-	layout, group, ok := mp.PackedLayout(dtype.BF16, info.Shape[0], info.Shape[1])
+	layout, group, ok := mp.PackedLayout(dt, info.Shape[0], info.Shape[1])
 	if !ok || group <= 0 || int64(group)*int64(info.Shape[1])*int64(info.DType.Size()) > e.cfg.ChunkBytes {
 		return "", 0
 	}

@@ -17,22 +17,26 @@ type matrixBlock struct {
 	Odd *tensor.Tensor `w:"odd,matrix"` // 40 rows: not whole panels, stays dense
 }
 
-// TestMatrixWeightsPackedOnLoad: with compute dtype bf16 on the CPU backend,
-// a GEMM weight whose packing takes its own bytes is packed as it is
-// copied, from every tier (read by chunks of whole row groups from disk,
-// whole from the host copy), and Linear over it gives exactly the product
-// over the dense bf16 weight; a shape that does not pack stays dense.
+// TestMatrixWeightsPackedOnLoad: on the CPU backend with the Go GEMMs, a
+// GEMM weight whose packing takes its own bytes is packed as it is copied
+// (bf16 for compute dtype bf16, else fp32), from every tier (read by
+// chunks of whole row groups from disk, whole from the host copy), and
+// Linear over it gives exactly the product over the dense weight; a shape
+// that does not pack stays dense.
 func TestMatrixWeightsPackedOnLoad(t *testing.T) {
 	const n, k, m = 96, 80, 5
 	for _, tc := range []struct {
-		plan  ComponentPlan
-		chunk int64
+		compute dtype.DType
+		plan    ComponentPlan
+		chunk   int64
 	}{
-		{ComponentPlan{Placement: Resident, Tier: TierHost}, 0},
-		{ComponentPlan{Placement: Stream, Tier: TierDisk, Prefetch: 1}, 2 * 32 * k}, // one row group per chunk
-		{ComponentPlan{Placement: Stream, Tier: TierHost, Prefetch: 1}, 0},
+		{dtype.BF16, ComponentPlan{Placement: Resident, Tier: TierHost}, 0},
+		{dtype.BF16, ComponentPlan{Placement: Stream, Tier: TierDisk, Prefetch: 1}, 2 * 32 * k}, // one row group per chunk
+		{dtype.BF16, ComponentPlan{Placement: Stream, Tier: TierHost, Prefetch: 1}, 0},
+		{dtype.F32, ComponentPlan{Placement: Resident, Tier: TierHost}, 0},
+		{dtype.F32, ComponentPlan{Placement: Stream, Tier: TierDisk, Prefetch: 1}, 2 * 32 * k},
 	} {
-		t.Run(fmt.Sprintf("%s-%s", tc.plan.Placement, tc.plan.Tier), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s-%s-%s", tc.compute, tc.plan.Placement, tc.plan.Tier), func(t *testing.T) {
 			src := &memSource{tensors: map[string]memTensor{}}
 			src.add("w", -3, n, k)
 			src.add("odd", 2, 40, k)
@@ -46,10 +50,10 @@ func TestMatrixWeightsPackedOnLoad(t *testing.T) {
 			}
 			dev := cpu.NewDevice(0)
 			be := cpu.New(dev, gemm.DefaultGo())
-			if err := be.SetComputeDType(dtype.BF16); err != nil {
+			if err := be.SetComputeDType(tc.compute); err != nil {
 				t.Fatal(err)
 			}
-			ex, err := New(Config{Backend: be, HostBackend: be, MatrixDType: dtype.BF16, ChunkBytes: tc.chunk,
+			ex, err := New(Config{Backend: be, HostBackend: be, MatrixDType: tc.compute, ChunkBytes: tc.chunk,
 				Plan: &Plan{Components: map[string]ComponentPlan{"c": tc.plan}}})
 			if err != nil {
 				t.Fatal(err)
@@ -82,8 +86,16 @@ func TestMatrixWeightsPackedOnLoad(t *testing.T) {
 						return err
 					}
 					want := make([]float32, m*n)
-					if err := gemm.DefaultBF16().GemmBF16(m, n, k, x, k, dense.U16(), k, 0, want, n); err != nil {
-						return err
+					if tc.compute == dtype.BF16 {
+						if err := gemm.DefaultBF16().GemmBF16(m, n, k, x, k, dense.U16(), k, 0, want, n); err != nil {
+							return err
+						}
+					} else {
+						wf := make([]float32, n*k)
+						for i, v := range dense.U16() {
+							wf[i] = dtype.BF16ToF32(v)
+						}
+						gemm.DefaultGo().Sgemm(false, true, m, n, k, 1, x, k, wf, k, 0, want, n)
 					}
 					if err := ops.Err(); err != nil {
 						return err
@@ -96,7 +108,7 @@ func TestMatrixWeightsPackedOnLoad(t *testing.T) {
 					if _, err := w.W.Reshape(k, n); err == nil {
 						return fmt.Errorf("a packed weight was reshaped")
 					}
-					dst := ops.Empty(dtype.BF16, n, k)
+					dst := ops.Empty(w.W.DType(), n, k)
 					defer dst.Free()
 					if err := be.Cast(dst, w.W); err == nil || !strings.Contains(err.Error(), "only Linear reads it") {
 						return fmt.Errorf("cast of a packed weight: %v", err)

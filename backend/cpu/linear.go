@@ -17,8 +17,8 @@ const bigGEMM = 1 << 22
 // Linear sets dst[..., N] = x[..., K] · w[N, K]ᵀ + bias[N]. w may be F32 or
 // BF16. With BF16 weights and compute dtype F32 (the default) the result
 // is that of the weights widened exactly; with compute dtype BF16 (see
-// SetComputeDType) x is rounded to bf16 too and the bf16 GEMM runs, on the
-// weight as it is or as PackRows packed it (the same sums either way).
+// SetComputeDType) x is rounded to bf16 too and the bf16 GEMM runs. A
+// weight packed by PackRows is read packed (the same sums as dense).
 func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 	if w == nil || x == nil || dst == nil {
 		return fmt.Errorf("cpu: linear with nil tensor")
@@ -31,13 +31,20 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
+	if err := checkLinear(dst, x, w, bias); err != nil {
+		return err
+	}
+	n, k := w.Dim(0), w.Dim(1)
+	m := x.Len() / max(k, 1)
+	if k == 0 {
+		m = dst.Len() / max(n, 1)
+	}
 	var ws []float32
 	var wb []uint16
-	var pk gemm.BF16Packer
-	var pw *gemm.PackedBF16
+	var packed linearPacked
 	switch {
 	case w.Layout() != "":
-		if pk, pw, err = be.packedWeight(w); err != nil {
+		if packed, err = be.packedLinear(w, xs, m); err != nil {
 			return err
 		}
 	case w.DType() == dtype.BF16:
@@ -54,14 +61,6 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
-	if err := checkLinear(dst, x, w, bias); err != nil {
-		return err
-	}
-	n, k := w.Dim(0), w.Dim(1)
-	m := x.Len() / max(k, 1)
-	if k == 0 {
-		m = dst.Len() / max(n, 1)
-	}
 	if m == 0 || n == 0 {
 		return nil
 	}
@@ -77,8 +76,8 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 		return nil
 	}
 	switch {
-	case pw != nil:
-		if err := pk.GemmBF16Packed(m, xs, k, pw, beta, d, n); err != nil {
+	case packed != nil:
+		if err := packed(d, beta); err != nil {
 			return fmt.Errorf("cpu: linear %v · %vᵀ: %w", x, w, err)
 		}
 	case wb == nil:

@@ -95,6 +95,15 @@ func (g *Go) SgemmPacked(transA bool, m int, alpha float32, a []float32, lda int
 	return nil
 }
 
+// PackedView wraps data, packed by this GEMM's PackB for an op(B) of k×n
+// (the executor packs weights into device memory and binds views).
+func (g *Go) PackedView(data []float32, n, k int) (*Packed, error) {
+	if n < 0 || k < 0 || len(data) != g.PackedLen(n, k) {
+		return nil, fmt.Errorf("gemm: %d packed floats for a %d×%d operand, want %d", len(data), k, n, g.PackedLen(max(n, 0), max(k, 0)))
+	}
+	return &Packed{n: n, k: k, nr: g.kern.nr, kernel: g.kern.name, data: data}, nil
+}
+
 // NR is the panel width: Columns views must start at a multiple of it.
 func (p *Packed) NR() int { return p.nr }
 
@@ -116,6 +125,10 @@ type PanelPacker interface {
 	Packer
 	// PanelWidth is the column count of one packed panel.
 	PanelWidth() int
+	// Kernel names the micro-kernel whose layout PackB writes.
+	Kernel() string
+	// PackedView wraps floats already packed by PackB for a k×n op(B).
+	PackedView(data []float32, n, k int) (*Packed, error)
 }
 
 // PanelWidth is the kernel's panel width nr (32 with AVX-512, 16 else).
