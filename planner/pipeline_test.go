@@ -45,7 +45,6 @@ func miniPipeline(tb testing.TB, p *Profile, plan *residency.Plan, req Request, 
 			return 0, 0, err
 		}
 	}
-	devOps := tensor.NewOps(cpu.New(dev, g))
 	fail := func(ops *tensor.Ops, err error) error {
 		if err != nil {
 			return err
@@ -76,22 +75,23 @@ func miniPipeline(tb testing.TB, p *Profile, plan *residency.Plan, req Request, 
 	}
 	miniTimes[0] = time.Since(t0).Seconds()
 	t0 = time.Now()
-	// Denoise: the zero-padded contexts uploaded, then two steps.
+	// Denoise: the zero-padded contexts uploaded where the transformer
+	// computes (as pipeline/wan does), then two steps.
+	ops := ex.Ops(Transformer)
 	var ctx []*tensor.Tensor
 	shape := []int{1, req.TextLen, p.Text.DModel}
 	if plan.Run.CFG != residency.CFGSequential {
-		ctx = []*tensor.Tensor{devOps.Zeros(2, req.TextLen, p.Text.DModel)}
+		ctx = []*tensor.Tensor{ops.Zeros(2, req.TextLen, p.Text.DModel)}
 	} else {
-		ctx = []*tensor.Tensor{devOps.Zeros(shape...), devOps.Zeros(shape...)}
+		ctx = []*tensor.Tensor{ops.Zeros(shape...), ops.Zeros(shape...)}
 	}
 	c, f, h, w := req.latent(p)
 	for range 2 {
 		for _, cx := range ctx {
 			bs := cx.Dim(0)
-			ops := ex.Ops(Transformer)
-			x := devOps.Upload(make([]float32, bs*c*f*h*w), bs, c, f, h, w)
+			x := ops.Upload(make([]float32, bs*c*f*h*w), bs, c, f, h, w)
 			out, err := tr.Forward(run, ops, x, make([]float32, bs), cx)
-			if err := fail(devOps, err); err != nil {
+			if err := fail(ops, err); err != nil {
 				return 0, 0, err
 			}
 			tensor.Free(out, x)
@@ -128,13 +128,25 @@ func TestPipelinePeakMatches(t *testing.T) {
 	}
 	req := Request{Batch: 1, Frames: 5, Height: 64, Width: 64, TextLen: 16, Steps: 2, Guidance: 5}
 	hw := slowCompute()
-	for _, name := range PresetNames() {
+	// Beside the presets, every component computing on the host: nothing
+	// (not the contexts, not the latents) should reach the device.
+	allHost := &residency.Plan{Name: "all-host", Components: map[string]residency.ComponentPlan{}}
+	for _, c := range []string{TextEncoder, Transformer, VAE} {
+		allHost.Components[c] = residency.ComponentPlan{Placement: residency.Host}
+	}
+	for _, name := range append(PresetNames(), "all-host") {
 		for _, tight := range []bool{false, true} {
+			if name == "all-host" && tight {
+				continue // it needs no device memory: there is no tight budget
+			}
 			t.Run(fmt.Sprintf("%s-tight%v", name, tight), func(t *testing.T) {
 				b := Budgets{}
-				plan, err := Preset(name, PresetOptions{Profile: p, HW: hw, Request: req, Budgets: Budgets{DeviceBytes: 24 << 20}})
-				if err != nil {
-					t.Fatal(err)
+				plan := allHost
+				if name != "all-host" {
+					var err error
+					if plan, err = Preset(name, PresetOptions{Profile: p, HW: hw, Request: req, Budgets: Budgets{DeviceBytes: 24 << 20}}); err != nil {
+						t.Fatal(err)
+					}
 				}
 				free, err := Predict(p, hw, plan, req, b)
 				if err != nil {

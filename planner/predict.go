@@ -262,7 +262,8 @@ func (pl *pipelineSim) text() {
 
 // contexts uploads the zero-padded prompt embeddings for the transformer,
 // as pipeline/wan does when denoising starts: one [2B, L, D] tensor for
-// batched CFG, else the prompt's and (with CFG) the negative prompt's.
+// batched CFG, else the prompt's and (with CFG) the negative prompt's. They
+// go where the transformer computes (host memory for a host placement).
 func (pl *pipelineSim) uploadContexts() {
 	r := &recorder{ids: pl.id}
 	b, n, d := pl.req.Batch, pl.req.TextLen, pl.p.Text.DModel
@@ -275,7 +276,7 @@ func (pl *pipelineSim) uploadContexts() {
 		pl.contexts = []int{r.alloc(f32(b, n, d))}
 	}
 	for _, ev := range r.take() {
-		pl.s.apply(ev, pl.s.dev)
+		pl.s.apply(ev, pl.s.byName[Transformer].acts)
 	}
 }
 
@@ -303,10 +304,10 @@ func (pl *pipelineSim) denoise() {
 			r := &recorder{ids: pl.id}
 			lat := r.alloc(f32(batch, c, f, h, w))
 			for _, ev := range r.take() {
-				s.apply(ev, s.dev)
+				s.apply(ev, tr.acts) // the latents, on the transformer's device
 			}
 			s.runPass(tr, wanPass(pl.p, pl.req, pl.run, batch, pl.id))
-			s.apply(event{id: lat}, s.dev)
+			s.apply(event{id: lat}, tr.acts)
 		}
 		if step == 0 {
 			pl.tStep1, pl.step1 = s.now-t0, tr.stats
@@ -317,7 +318,7 @@ func (pl *pipelineSim) denoise() {
 	t0 := s.now
 	s.done(tr)
 	for _, id := range pl.contexts {
-		s.apply(event{id: id}, s.dev)
+		s.apply(event{id: id}, tr.acts)
 	}
 	if pl.steps == 1 {
 		pl.tStep2, pl.step2 = pl.tStep1, pl.step1

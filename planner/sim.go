@@ -418,23 +418,6 @@ func (s *sim) apply(ev event, on *allocModel) {
 	s.live[ev.id] = liveTensor{blk: blk, on: on}
 }
 
-// move re-homes a live tensor onto another device (the pipeline uploading
-// a host-computed context).
-func (s *sim) move(id int, to *allocModel) {
-	t, ok := s.live[id]
-	if !ok || t.on == to || s.err != nil {
-		return
-	}
-	n := t.blk.Size
-	blk := to.alloc(n)
-	if blk == nil {
-		s.fail(fmt.Errorf("upload of %s: %w", tensor.FormatBytes(n), errOOM))
-		return
-	}
-	t.on.release(t.blk)
-	s.live[id] = liveTensor{blk: blk, on: to}
-}
-
 // runPass runs one pass of a component.
 func (s *sim) runPass(cs *simComp, p pass) {
 	for _, ev := range p.pre {
