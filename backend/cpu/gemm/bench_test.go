@@ -154,8 +154,8 @@ func settle(impl gemm.Impl) {
 	}
 }
 
-// BenchmarkGoWorkers measures how the Go GEMMs (fp32 and bf16) scale from
-// one worker to two (the goal is ≥ 1.8×). On a machine shared with other
+// BenchmarkGoWorkers measures how the Go GEMMs (fp32, bf16, bf16 with the
+// weights packed once) scale from one worker to two (the goal is ≥ 1.8×). On a machine shared with other
 // work compare GFLOP/s only between runs that had the cores to themselves;
 // cpu-GFLOP/s staying flat from 1 to 2 workers says the split itself
 // costs nothing.
@@ -175,6 +175,11 @@ func BenchmarkGoWorkers(b *testing.B) {
 		for _, pool := range pools {
 			b.Run(fmt.Sprintf("M=%d/K=%d/N=%d/go-bf16/workers=%d", m, k, n, pool.Workers()), func(b *testing.B) {
 				benchBF16(b, gemm.NewGoBF16(pool), ops)
+			})
+		}
+		for _, pool := range pools {
+			b.Run(fmt.Sprintf("M=%d/K=%d/N=%d/go-bf16-packed/workers=%d", m, k, n, pool.Workers()), func(b *testing.B) {
+				benchBF16Packed(b, gemm.NewGoBF16(pool), ops)
 			})
 		}
 	}
