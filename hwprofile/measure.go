@@ -38,7 +38,7 @@ const SuspectDiskGBps = 2.0
 type sizes struct {
 	gemm             [][3]int // m, n, k of Linear(x[m,k], w[n,k])
 	attnL, attnHeads int
-	convC            [3]int // channels of the large, mid and small probes
+	convC            [4]int // channels of the large, wide, mid and small probes
 	convT, convHW    int
 	streamElems      int // elementwise and upload probes
 	touchBytes       int64
@@ -48,13 +48,13 @@ type sizes struct {
 
 func sizesFor(small bool) sizes {
 	if small {
-		return sizes{gemm: [][3]int{{64, 64, 64}}, attnL: 64, attnHeads: 1, convC: [3]int{4, 2, 1}, convT: 2, convHW: 8,
+		return sizes{gemm: [][3]int{{64, 64, 64}}, attnL: 64, attnHeads: 1, convC: [4]int{4, 8, 2, 1}, convT: 2, convHW: 8,
 			streamElems: 1 << 14, touchBytes: 1 << 20, diskBytes: 1 << 20, minTime: time.Millisecond}
 	}
 	// DiT shapes at the 1.3B model's width: attention projections, the
 	// feed-forward up and down projections, 1024 tokens at a time.
 	return sizes{gemm: [][3]int{{1024, 1536, 1536}, {1024, 8960, 1536}, {1024, 1536, 8960}},
-		attnL: 1024, attnHeads: 4, convC: [3]int{96, 32, 8}, convT: 3, convHW: 64,
+		attnL: 1024, attnHeads: 4, convC: [4]int{96, 384, 32, 8}, convT: 3, convHW: 64,
 		streamElems: 8 << 20, touchBytes: 64 << 20, diskBytes: 256 << 20, minTime: 250 * time.Millisecond}
 }
 
@@ -91,8 +91,9 @@ func Measure(opts Options) (Profile, error) {
 	p.AttentionGFLOPS = measureAttention(be, sz, 128)
 	p.AttentionSmallGFLOPS = measureAttention(be, sz, 32)
 	p.ConvGFLOPS = measureConv(be, sz, sz.convC[0])
-	p.ConvMidGFLOPS = measureConv(be, sz, sz.convC[1])
-	p.ConvSmallGFLOPS = measureConv(be, sz, sz.convC[2])
+	p.ConvWideGFLOPS = measureConv(be, sz, sz.convC[1])
+	p.ConvMidGFLOPS = measureConv(be, sz, sz.convC[2])
+	p.ConvSmallGFLOPS = measureConv(be, sz, sz.convC[3])
 	p.MemGBps = measureStream(be, sz)
 	p.OpOverheadUs = measureOverhead(be, sz)
 	logf("host->device copy")

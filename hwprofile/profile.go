@@ -57,10 +57,12 @@ type Profile struct {
 	AttentionSmallGFLOPS float64 `json:"attention_small_gflops"`
 	// ConvGFLOPS counts 2·O·C·kernel·positions flops of a convolution
 	// whose reduction (C·kernel) is large (96 channels, 3×3×3: 2592);
-	// ConvMidGFLOPS and ConvSmallGFLOPS of reductions of 864 and 216 (32
-	// and 8 channels), where the GEMM under the convolution is far less
-	// efficient.
+	// ConvWideGFLOPS of one of 384 channels (10368), ConvMidGFLOPS and
+	// ConvSmallGFLOPS of 32 and 8 channels (864, 216), where the GEMM under
+	// the convolution is far less efficient. The planner interpolates
+	// between them in log2 of the reduction.
 	ConvGFLOPS      float64 `json:"conv_gflops"`
+	ConvWideGFLOPS  float64 `json:"conv_wide_gflops"`
 	ConvMidGFLOPS   float64 `json:"conv_mid_gflops"`
 	ConvSmallGFLOPS float64 `json:"conv_small_gflops"`
 	// MemGBps is the elementwise streaming rate (bytes read plus written)
@@ -156,6 +158,7 @@ func Default() Profile {
 		AttentionGFLOPS:      60 * scale,
 		AttentionSmallGFLOPS: 25 * scale,
 		ConvGFLOPS:           80 * scale,
+		ConvWideGFLOPS:       90 * scale,
 		ConvMidGFLOPS:        50 * scale,
 		ConvSmallGFLOPS:      8 * scale,
 		MemGBps:              8,
@@ -244,6 +247,7 @@ func fields() []field {
 		{"attention-gflops", "attention GFLOP/s at head dim 128", func(p *Profile) *float64 { return &p.AttentionGFLOPS }},
 		{"attention-small-gflops", "attention GFLOP/s at head dim 32", func(p *Profile) *float64 { return &p.AttentionSmallGFLOPS }},
 		{"conv-gflops", "convolution GFLOP/s, large reductions (96 channels)", func(p *Profile) *float64 { return &p.ConvGFLOPS }},
+		{"conv-wide-gflops", "convolution GFLOP/s, 384 channels", func(p *Profile) *float64 { return &p.ConvWideGFLOPS }},
 		{"conv-mid-gflops", "convolution GFLOP/s, 32 channels", func(p *Profile) *float64 { return &p.ConvMidGFLOPS }},
 		{"conv-small-gflops", "convolution GFLOP/s, 8 channels", func(p *Profile) *float64 { return &p.ConvSmallGFLOPS }},
 		{"mem-gbps", "elementwise memory bandwidth, GB/s", func(p *Profile) *float64 { return &p.MemGBps }},

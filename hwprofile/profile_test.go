@@ -126,7 +126,7 @@ func TestMeasureSmall(t *testing.T) {
 			t.Fatalf("gemm %s: %+v", g.Name, g)
 		}
 	}
-	for name, v := range map[string]float64{"attention": p.AttentionGFLOPS, "conv": p.ConvGFLOPS, "conv mid": p.ConvMidGFLOPS, "conv small": p.ConvSmallGFLOPS, "mem": p.MemGBps, "op overhead": p.OpOverheadUs,
+	for name, v := range map[string]float64{"attention": p.AttentionGFLOPS, "conv": p.ConvGFLOPS, "conv wide": p.ConvWideGFLOPS, "conv mid": p.ConvMidGFLOPS, "conv small": p.ConvSmallGFLOPS, "mem": p.MemGBps, "op overhead": p.OpOverheadUs,
 		"h2d": p.H2DGBps, "h2d f32": p.H2DF32GBps, "disk": p.DiskGBps, "first touch": p.FirstTouchUsPerPage} {
 		if !(v > 0) {
 			t.Errorf("%s = %g, want > 0", name, v)

@@ -75,7 +75,7 @@ func (r slowRunner) Run(b *residency.Block, fn func() error) error {
 func slowCompute() hwprofile.Profile {
 	hw := hwprofile.Default()
 	hw.Gemm = []hwprofile.GemmRate{{Name: hw.GemmDefault, GFLOPS: 1e-6}}
-	hw.AttentionGFLOPS, hw.ConvGFLOPS, hw.ConvMidGFLOPS, hw.ConvSmallGFLOPS, hw.MemGBps = 1e-6, 1e-6, 1e-6, 1e-6, 1e-6
+	hw.AttentionGFLOPS, hw.ConvGFLOPS, hw.ConvWideGFLOPS, hw.ConvMidGFLOPS, hw.ConvSmallGFLOPS, hw.MemGBps = 1e-6, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6
 	hw.OpOverheadUs = 1e-9
 	hw.H2DGBps, hw.H2DF32GBps, hw.DiskGBps = 1e6, 1e6, 1e6
 	return hw

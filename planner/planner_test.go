@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -460,5 +461,37 @@ func TestBetterPrefersWholeProducts(t *testing.T) {
 	}
 	if faster := (Prediction{TotalS: 90, Run: residency.RunOptions{FFNChunk: 256}}); !better(faster, whole) {
 		t.Error("a chunked FFN 10% faster was not preferred")
+	}
+}
+
+// TestConvFlopsSplit: convolution flops go to the probes around their
+// reduction, halfway between two probes half to each (in log2), at a probe
+// all to it, outside the probes all to the end one; nothing is lost.
+func TestConvFlopsSplit(t *testing.T) {
+	for _, c := range []struct {
+		k    int
+		want [4]float64
+	}{
+		{27, [4]float64{1, 0, 0, 0}},
+		{216, [4]float64{1, 0, 0, 0}},
+		{432, [4]float64{0.5, 0.5, 0, 0}},
+		{864, [4]float64{0, 1, 0, 0}},
+		{2592, [4]float64{0, 0, 1, 0}},
+		{5184, [4]float64{0, 0, 0.5, 0.5}},
+		{10368, [4]float64{0, 0, 0, 1}},
+		{1 << 20, [4]float64{0, 0, 0, 1}},
+	} {
+		got := convFlops(1, c.k)
+		sum := 0.0
+		for i := range got {
+			sum += got[i]
+			if math.Abs(got[i]-c.want[i]) > 1e-12 {
+				t.Errorf("k=%d: split %v, want %v", c.k, got, c.want)
+				break
+			}
+		}
+		if math.Abs(sum-1) > 1e-12 {
+			t.Errorf("k=%d: split %v sums to %g", c.k, got, sum)
+		}
 	}
 }

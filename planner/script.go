@@ -5,31 +5,54 @@ import "math"
 // work is what a block call computes, in the units the hardware profile
 // rates: GEMM, attention and convolution flops, and bytes streamed by
 // elementwise kernels. Convolution flops are kept by reduction size
-// (small, mid, large: see convBucket), whose rates differ tenfold.
+// (see convFlops), whose rates differ tenfold.
 type work struct {
 	gemm, mem float64
 	// attn holds attention flops by the head-dimension probe whose rate
 	// prices them: [0] the small head (32), [1] the large (128).
 	attn [2]float64
-	conv [3]float64
+	// conv holds convolution flops by the reduction probe whose rate
+	// prices them (convProbes).
+	conv [4]float64
 }
 
 func (w work) add(o work) work {
-	return work{gemm: w.gemm + o.gemm, attn: [2]float64{w.attn[0] + o.attn[0], w.attn[1] + o.attn[1]}, mem: w.mem + o.mem,
-		conv: [3]float64{w.conv[0] + o.conv[0], w.conv[1] + o.conv[1], w.conv[2] + o.conv[2]}}
+	out := work{gemm: w.gemm + o.gemm, attn: [2]float64{w.attn[0] + o.attn[0], w.attn[1] + o.attn[1]}, mem: w.mem + o.mem}
+	for i := range w.conv {
+		out.conv[i] = w.conv[i] + o.conv[i]
+	}
+	return out
 }
 
-// convBucket sorts a convolution by its reduction C·kernel volume into the
-// hardware profile's probes (216, 864, 2592), splitting at the geometric
-// midpoints.
-func convBucket(k int) int {
+// convProbes are the reductions (C·kernel volume: 8, 32, 96 and 384
+// channels at 3×3×3) of the hardware profile's convolution probes:
+// ConvSmall, ConvMid, Conv and ConvWide GFLOPS.
+var convProbes = [4]float64{216, 864, 2592, 10368}
+
+// convFlops splits convolution flops of reduction k between the two probes
+// around it, linearly in log2(k) (so that they are priced at the harmonic
+// interpolation of the two rates), all to the end probe outside their
+// range. The rate climbs steeply with the reduction: the GEMM under the
+// convolution runs its micro-kernel over longer panels, and the im2col
+// and packing are shared by more output channels.
+func convFlops(flops float64, k int) [4]float64 {
+	var out [4]float64
+	x := float64(max(k, 1))
 	switch {
-	case k < 432:
-		return 0
-	case k < 1497:
-		return 1
+	case x <= convProbes[0]:
+		out[0] = flops
+		return out
+	case x >= convProbes[3]:
+		out[3] = flops
+		return out
 	}
-	return 2
+	i := 0
+	for x > convProbes[i+1] {
+		i++
+	}
+	a := math.Log2(x/convProbes[i]) / math.Log2(convProbes[i+1]/convProbes[i])
+	out[i], out[i+1] = (1-a)*flops, a*flops
+	return out
 }
 
 // event is one allocation (bytes > 0) or free (bytes == 0) of the tensor

@@ -366,6 +366,7 @@ func (s *sim) run(cs *simComp, c call) {
 func (s *sim) seconds(w work) float64 {
 	return w.gemm/(s.gemmGFLOPS()*1e9) + w.attn[0]/(s.hw.AttentionSmallGFLOPS*1e9) + w.attn[1]/(s.hw.AttentionGFLOPS*1e9) +
 		w.conv[0]/(s.hw.ConvSmallGFLOPS*1e9) + w.conv[1]/(s.hw.ConvMidGFLOPS*1e9) + w.conv[2]/(s.hw.ConvGFLOPS*1e9) +
+		w.conv[3]/(s.hw.ConvWideGFLOPS*1e9) +
 		w.mem/(s.hw.MemGBps*1e9)
 }
 

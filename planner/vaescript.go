@@ -107,7 +107,7 @@ func (v *vaeRec) conv(in *vt, cout, kt, kh, pad int) *vt {
 	t, h, w := in.t-kt+1, in.h+2*pad-kh+1, in.w+2*pad-kh+1
 	y := v.alloc(cout, t, h, w)
 	var wk work
-	wk.conv[convBucket(in.c*kt*kh*kh)] = 2 * float64(v.b*t*h*w) * float64(cout*in.c*kt*kh*kh)
+	wk.conv = convFlops(2*float64(v.b*t*h*w)*float64(cout*in.c*kt*kh*kh), in.c*kt*kh*kh)
 	v.addWork(wk)
 	return y
 }
