@@ -180,9 +180,10 @@ type bf16Block struct {
 
 // bf16Workspace holds one call's packing buffers.
 type bf16Workspace struct {
-	b []uint32   // shared packed B block
-	a [][]uint32 // one packed A block per worker
-	s [][]float32
+	b       []uint32   // shared packed B block
+	sharedA []uint32   // all of A packed, shared (prepacked B, columns split)
+	a       [][]uint32 // one packed A block per worker
+	s       [][]float32
 }
 
 func (g *GoBF16) run(p bf16Problem) {
@@ -241,13 +242,13 @@ func (g *GoBF16) sweep(ws *bf16Workspace, p *bf16Problem, blk bf16Block, workers
 	wm, wn := partition(mt, nt, workers)
 	b := wordPanels{data: ws.b, stride: blk.kc * kn.nr}
 	if wm*wn == 1 {
-		g.rectangle(ws, 0, p, blk, b, 0, p.m, 0, nt)
+		g.rectangle(ws, 0, p, blk, nil, b, 0, p.m, 0, nt)
 		return
 	}
 	g.pool.Run(wm*wn, func(i int) {
 		im, in := i/wn, i%wn
 		r0, r1 := im*mt/wm*kn.mr, min(p.m, (im+1)*mt/wm*kn.mr)
-		g.rectangle(ws, i, p, blk, b, r0, r1, in*nt/wn, (in+1)*nt/wn)
+		g.rectangle(ws, i, p, blk, nil, b, r0, r1, in*nt/wn, (in+1)*nt/wn)
 	})
 }
 
@@ -266,13 +267,18 @@ func (v wordPanels) panel(q, kc, nr int) []uint32 {
 
 // rectangle computes rows [r0, r1) and panels [q0, q1) of one block with
 // worker slot i's buffers: for each A block of mc rows, sweep every panel
-// over its register tiles (the panel stays in L1 across the tiles).
-func (g *GoBF16) rectangle(ws *bf16Workspace, i int, p *bf16Problem, blk bf16Block, b wordPanels, r0, r1, q0, q1 int) {
+// over its register tiles (the panel stays in L1 across the tiles). A
+// non-nil a holds the block's A already packed, every row from row 0.
+func (g *GoBF16) rectangle(ws *bf16Workspace, i int, p *bf16Problem, blk bf16Block, a []uint32, b wordPanels, r0, r1, q0, q1 int) {
 	kn := g.kern
 	abuf, scratch := ws.a[i], ws.s[i]
 	for ic := r0; ic < r1; ic += kn.mc {
 		rows := min(kn.mc, r1-ic)
-		packActivations(abuf, kn.mr, p.a, p.lda, p.k, ic, rows, blk.pc, blk.kc)
+		if a != nil {
+			abuf = a[ic*blk.kc:]
+		} else {
+			packActivations(abuf, kn.mr, p.a, p.lda, p.k, ic, rows, blk.pc, blk.kc)
+		}
 		for q := q0; q < q1; q++ {
 			cols := min(kn.nr, blk.nc-q*kn.nr)
 			panel := b.panel(q, blk.kc, kn.nr)

@@ -137,14 +137,19 @@ func (g *GoBF16) runPacked(p bf16Problem, w *PackedBF16) {
 	defer g.release(ws)
 	mt, nt := ceilDiv(p.m, kn.mr), ceilDiv(p.n, kn.nr)
 	wm, wn := partition(mt, nt, workers)
+	shared := g.shareA(ws, &p, wn, pairs, kc)
 	rect := func(i, r0, r1, q0, q1 int) {
 		for pc := 0; pc < pairs; pc += kc {
 			blk := bf16Block{nc: p.n, pc: pc, kc: min(kc, pairs-pc), beta: p.beta}
 			if pc > 0 {
 				blk.beta = 1
 			}
+			var a []uint32
+			if shared != nil {
+				a = shared[roundUp(p.m, kn.mr)*pc:]
+			}
 			b := wordPanels{data: w.data, stride: pairs * kn.nr, off: pc * kn.nr}
-			g.rectangle(ws, i, &p, blk, b, r0, r1, q0, q1)
+			g.rectangle(ws, i, &p, blk, a, b, r0, r1, q0, q1)
 		}
 	}
 	if wm*wn == 1 {
@@ -155,4 +160,31 @@ func (g *GoBF16) runPacked(p bf16Problem, w *PackedBF16) {
 		im, in := i/wn, i%wn
 		rect(i, im*mt/wm*kn.mr, min(p.m, (im+1)*mt/wm*kn.mr), in*nt/wn, (in+1)*nt/wn)
 	})
+}
+
+// sharedALimit bounds the all-of-A packing shared by workers that split
+// the columns (a few hundred rows: short products).
+const sharedALimit = 8 << 20
+
+// shareA packs all of A once, rows split over the pool, when the workers
+// split the columns (wn > 1): each would otherwise round and pack every
+// row itself, which at 256 rows cost a fifth of its time. K block pc's
+// packing of all rows starts at roundup(m, mr)·pc words. It returns nil
+// (each worker packs its own rows) for one column group or a large A.
+func (g *GoBF16) shareA(ws *bf16Workspace, p *bf16Problem, wn, pairs, kc int) []uint32 {
+	kn := g.kern
+	rows := roundUp(p.m, kn.mr)
+	if wn < 2 || 4*rows*pairs > sharedALimit {
+		return nil
+	}
+	ws.sharedA = growWords(&g.held, ws.sharedA, rows*pairs)
+	a := ws.sharedA
+	g.pool.For(ceilDiv(p.m, kn.mr), 1, func(t0, t1 int) {
+		r0, r1 := t0*kn.mr, min(t1*kn.mr, p.m)
+		for pc := 0; pc < pairs; pc += kc {
+			kcb := min(kc, pairs-pc)
+			packActivations(a[rows*pc+r0*kcb:], kn.mr, p.a, p.lda, p.k, r0, r1-r0, pc, kcb)
+		}
+	})
+	return a
 }

@@ -42,6 +42,7 @@ var bf16Cases = []bf16Case{
 	{m: 3, n: 4200, k: 34},
 	{m: 200, n: 96, k: 1536, beta: 1},
 	{m: 171, n: 40, k: 37, shiftW: true, beta: 0.25},
+	{m: 60, n: 600, k: 300, beta: 1}, // few rows, many columns: split by columns
 }
 
 func TestGoBF16(t *testing.T) {
