@@ -273,8 +273,7 @@ func (sr *searcher) plausible(c candidate, b Budgets) bool {
 // When maxVerify predictions find nothing, it tries the candidates with
 // the smallest estimated peaks, which are the likeliest to fit.
 func (sr *searcher) verify(cands []candidate) (*residency.Plan, Prediction, error) {
-	var best *residency.Plan
-	var bestPred Prediction
+	var fits []choice
 	limit := math.Inf(1)
 	checked := 0
 	try := func(c candidate) error {
@@ -283,8 +282,8 @@ func (sr *searcher) verify(cands []candidate) (*residency.Plan, Prediction, erro
 		if err != nil {
 			return err
 		}
-		if pred.Fits && (best == nil || better(pred, bestPred)) {
-			best, bestPred = c.plan, pred
+		if pred.Fits {
+			fits = append(fits, choice{c.plan, pred})
 			limit = min(limit, c.seconds*1.10)
 		}
 		return nil
@@ -299,19 +298,22 @@ func (sr *searcher) verify(cands []candidate) (*residency.Plan, Prediction, erro
 			}
 		}
 	}
-	if best != nil {
-		return best, bestPred, nil
-	}
-	small := append([]candidate(nil), cands...)
-	sort.SliceStable(small, func(i, j int) bool {
-		return max(small[i].dev, small[i].host) < max(small[j].dev, small[j].host)
-	})
-	for _, c := range small[:min(len(small), maxFallback)] {
-		if err := try(c); err != nil {
-			return nil, Prediction{}, err
+	if len(fits) == 0 {
+		small := append([]candidate(nil), cands...)
+		sort.SliceStable(small, func(i, j int) bool {
+			return max(small[i].dev, small[i].host) < max(small[j].dev, small[j].host)
+		})
+		for _, c := range small[:min(len(small), maxFallback)] {
+			if err := try(c); err != nil {
+				return nil, Prediction{}, err
+			}
 		}
 	}
-	return best, bestPred, nil
+	if len(fits) == 0 {
+		return nil, Prediction{}, nil
+	}
+	best := pick(fits)
+	return best.plan, best.pred, nil
 }
 
 // refine raises the transformer's persistent blocks as far as the budget
@@ -357,9 +359,13 @@ func clonePlan(p *residency.Plan) *residency.Plan {
 	return c
 }
 
-// presets keeps the fastest of best and every preset that fits, so that
-// the search is never predicted slower than a preset.
+// presets picks between best and every preset that fits, so that the
+// search is never predicted slower than a preset beyond pick's 1%.
 func (sr *searcher) presets(best *residency.Plan, bestPred Prediction) (*residency.Plan, Prediction, error) {
+	var fits []choice
+	if best != nil {
+		fits = append(fits, choice{best, bestPred})
+	}
 	opts := PresetOptions{Profile: sr.p, HW: sr.hw, Request: sr.req, Budgets: sr.b}
 	for _, name := range PresetNames() {
 		if name == "auto" {
@@ -373,11 +379,15 @@ func (sr *searcher) presets(best *residency.Plan, bestPred Prediction) (*residen
 		if err != nil {
 			return nil, Prediction{}, err
 		}
-		if pred.Fits && (best == nil || pred.TotalS < bestPred.TotalS) {
-			best, bestPred = clonePlan(plan), pred
+		if pred.Fits {
+			fits = append(fits, choice{clonePlan(plan), pred})
 		}
 	}
-	return best, bestPred, nil
+	if len(fits) == 0 {
+		return nil, Prediction{}, nil
+	}
+	c := pick(fits)
+	return c.plan, c.pred, nil
 }
 
 // InfeasibleError says that no plan fits the budgets, and what would.
@@ -520,20 +530,47 @@ func (sr *searcher) bisect(plan *residency.Plan, onDevice bool) int64 {
 	return (hi + 1<<20 - 1) / (1 << 20) * (1 << 20)
 }
 
-// better says whether a beats b: clearly faster, or as fast (within 1%,
-// below the model's accuracy) while moving fewer bytes, so that a tie goes
-// to the plan that keeps weights where they are.
-func better(a, b Prediction) bool {
-	if a.TotalS < b.TotalS*0.99 {
-		return true
-	}
-	if a.TotalS > b.TotalS*1.01 {
-		return false
-	}
+// preferred orders plans predicted equally fast: the one that cuts its
+// work less (narrowed), then the one that holds less in host memory, then
+// the one that copies less. A host-tier copy that the cost model hides
+// behind a slow disk still costs its whole size in RSS, and, when the disk
+// is faster than priced (the checkpoint in a cache the planner cannot
+// see), its first touch and second copy: on the 1.3B the text encoder's
+// host tier took 26-32 s where the disk tier took 2-3 s.
+func preferred(a, b Prediction) bool {
 	if da, db := narrowed(a), narrowed(b); da != db {
 		return da < db
 	}
+	if a.PeakHostBytes != b.PeakHostBytes {
+		return a.PeakHostBytes < b.PeakHostBytes
+	}
 	return copied(a) < copied(b)
+}
+
+// choice is a plan predicted to fit.
+type choice struct {
+	plan *residency.Plan
+	pred Prediction
+}
+
+// pick returns the preferred of the plans predicted within 1% of the
+// fastest (measured against the fastest, so that a chain of plans each
+// within 1% of the next cannot drift the choice further).
+func pick(cs []choice) choice {
+	fastest := cs[0].pred.TotalS
+	for _, c := range cs {
+		fastest = min(fastest, c.pred.TotalS)
+	}
+	best := -1
+	for i, c := range cs {
+		if c.pred.TotalS > fastest*1.01 {
+			continue
+		}
+		if best < 0 || preferred(c.pred, cs[best].pred) {
+			best = i
+		}
+	}
+	return cs[best]
 }
 
 // narrowed counts the run options that cut work into smaller pieces (FFN
