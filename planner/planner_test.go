@@ -516,3 +516,27 @@ func TestConvFlopsSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestReadTimeFollowsThePageCache: a block's first read finds the
+// component's cached fraction, its second finds what the first left (all
+// of it, unless the run's memory evicts it), later ones nothing: the
+// executor drops a disk-tier block's pages from its second read on.
+func TestReadTimeFollowsThePageCache(t *testing.T) {
+	hw := hwprofile.Default()
+	hw.DiskGBps, hw.PageCacheGBps = 1, 100
+	const raw = 1e9
+	disk, cache := raw/1e9, raw/100e9
+	for _, evicting := range []bool{false, true} {
+		s := newSim(hw, Budgets{})
+		x := &simBlock{comp: &simComp{cached: 0.25, evicting: evicting}, rawBytes: raw}
+		second := cache
+		if evicting {
+			second = disk
+		}
+		for i, want := range []float64{0.75*disk + 0.25*cache, second, disk} {
+			if got := s.readTime(x); math.Abs(got-want) > 1e-12 {
+				t.Errorf("evicting %v, read %d: %.4gs, want %.4gs", evicting, i+1, got, want)
+			}
+		}
+	}
+}

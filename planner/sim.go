@@ -31,7 +31,7 @@ type simBlock struct {
 	finish   float64
 	buf      *mblock
 	hostCopy *mblock
-	read     bool // read from the checkpoint at least once
+	reads    int // times read from the checkpoint
 	inUse    bool
 	lastUse  uint64
 }
@@ -42,7 +42,9 @@ type simComp struct {
 	plan    residency.ComponentPlan
 	storage dtype.DType
 	cached  float64 // fraction of the checkpoint in the page cache
-	blocks  []*simBlock
+	// evicting: blocks read once are evicted before a second read.
+	evicting bool
+	blocks   []*simBlock
 	// weights is where its weights live, acts where its activations do
 	// (both the host for placement host).
 	weights, acts *allocModel
@@ -111,7 +113,7 @@ func newSim(hw hwprofile.Profile, b Budgets) *sim {
 // register declares a component as Executor.Register does.
 func (s *sim) register(c *ComponentProfile, plan residency.ComponentPlan, compute dtype.DType) error {
 	s.compute = compute
-	sc := &simComp{name: c.Name, plan: plan, storage: c.Storage, cached: min(1, max(0, c.Cached)), weights: s.dev, acts: s.dev}
+	sc := &simComp{name: c.Name, plan: plan, storage: c.Storage, cached: min(1, max(0, c.Cached)), evicting: c.evicting, weights: s.dev, acts: s.dev}
 	if plan.Placement == residency.Host {
 		sc.weights, sc.acts = s.host, s.host
 	}
@@ -230,14 +232,19 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 }
 
 // readTime is the time to read a block from its checkpoint. The first
-// read finds the component's cached fraction in the page cache; later reads
-// (disk tier) find nothing there, since the executor drops what it read.
+// read finds the component's cached fraction in the page cache and leaves
+// the block there, so the second (disk tier) finds all of it, unless the
+// run's memory evicts it (evicting: the pages are gone by then); later
+// reads find nothing, since the executor drops what it reads again.
 func (s *sim) readTime(x *simBlock) float64 {
 	cold := 1.0
-	if !x.read {
+	switch {
+	case x.reads == 0:
 		cold -= x.comp.cached
+	case x.reads == 1 && !x.comp.evicting:
+		cold = 0
 	}
-	x.read = true
+	x.reads++
 	raw := float64(x.rawBytes)
 	return raw*cold/(s.hw.DiskGBps*1e9) + raw*(1-cold)/(s.hw.PageCacheGBps*1e9)
 }

@@ -56,10 +56,12 @@ func (e *Executor) load(b *Block) (*tensor.Buffer, error) {
 	}
 	fromHost := (cs.plan.Placement == Stream || cs.plan.Placement == Onload) && cs.plan.Tier == TierHost
 	// The disk tier holds nothing between loads, the page cache included:
-	// its pages are dropped once read. One-time reads (resident weights,
-	// host copies) leave them to the kernel, which keeps them while memory
+	// from a block's second load on, its pages are dropped once read, so
+	// that every reload comes from the disk as planned. A first read (a
+	// one-pass component such as the text encoder, resident weights, host
+	// copies) leaves them to the kernel, which keeps them while memory
 	// allows, so that the next run reads from memory.
-	rereads := (cs.plan.Placement == Stream || cs.plan.Placement == Onload) && cs.plan.Tier == TierDisk
+	rereads := (cs.plan.Placement == Stream || cs.plan.Placement == Onload) && cs.plan.Tier == TierDisk && b.loads > 0
 	if fromHost && b.host == nil {
 		if err := e.fillHostCopy(b); err != nil {
 			buf.Free()
@@ -91,6 +93,7 @@ func (e *Executor) load(b *Block) (*tensor.Buffer, error) {
 	dur := e.cfg.Trace.Now() - t0
 	e.cfg.Trace.Add(trace.Span{Kind: trace.Copy, Track: trace.TrackCopy, Name: b.Name, Start: t0, Dur: dur, Bytes: b.devBytes})
 	e.mu.Lock()
+	b.loads++
 	e.stats.Loads++
 	e.stats.BytesCopied += b.devBytes
 	e.stats.BytesReadDisk += read

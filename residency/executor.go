@@ -43,6 +43,7 @@ type Block struct {
 	ready   chan struct{}  // non-nil while loading or loaded; closed when done
 	loadErr error
 	host    *tensor.Buffer // host-tier copy in storage dtype
+	loads   int            // completed loads (the copy worker reads it before loading)
 	inUse   bool
 	lastUse uint64
 }

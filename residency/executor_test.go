@@ -202,7 +202,11 @@ func TestTiersReadDiskAsPlanned(t *testing.T) {
 		if err := r.ex.Register(c); err != nil {
 			t.Fatal(err)
 		}
-		r.runAll(t, c, ws, steps)
+		r.runAll(t, c, ws, 1)
+		if tier == TierDisk && src.drops != 0 {
+			t.Errorf("disk tier dropped the page cache of %d tensors on first reads: the next run could not find them", src.drops)
+		}
+		r.runAll(t, c, ws, steps-1)
 		r.ex.Done("den")
 		one := int64(0)
 		for _, b := range c.Blocks {
@@ -226,8 +230,9 @@ func TestTiersReadDiskAsPlanned(t *testing.T) {
 			if src.reads < total*steps {
 				t.Errorf("disk tier read %d bytes, want >= %d", src.reads, total*steps)
 			}
-			if src.drops < 2*n*steps {
-				t.Errorf("disk tier dropped the page cache of %d tensors, want every tensor at every load (>= %d)", src.drops, 2*n*steps)
+			// Every tensor at every load but a block's first.
+			if src.drops < 2*n*(steps-1) || src.drops > 2*n*steps {
+				t.Errorf("disk tier dropped the page cache of %d tensors, want those of every reload (%d..%d)", src.drops, 2*n*(steps-1), 2*n*steps)
 			}
 		}
 		if st.BytesReadDisk != src.reads {
