@@ -268,8 +268,9 @@ func (sr *searcher) plausible(c candidate, b Budgets) bool {
 	return !over(c.dev, b.DeviceBytes) && !over(c.host, b.HostBytes)
 }
 
-// verify predicts candidates in estimated-time order and keeps the fastest
-// that fits: after the first fit it checks the ones estimated within 10%.
+// verify predicts candidates in estimated-time order and picks among those
+// that fit (pick): after the first fit it checks the ones estimated within
+// 10%.
 // When maxVerify predictions find nothing, it tries the candidates with
 // the smallest estimated peaks, which are the likeliest to fit.
 func (sr *searcher) verify(cands []candidate) (*residency.Plan, Prediction, error) {
