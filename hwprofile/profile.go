@@ -392,6 +392,16 @@ func Load(path string) (Profile, error) {
 	if err := json.Unmarshal(data, &p); err != nil {
 		return Profile{}, fmt.Errorf("load hardware profile %s: %w", path, err)
 	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err == nil {
+		if _, ok := keys["conv_wide_gflops"]; !ok {
+			// Measured before the 384-channel probe: scale the measured
+			// 96-channel rate as the defaults relate them, rather than
+			// pricing wide convolutions at an uncalibrated default.
+			d := Default()
+			p.ConvWideGFLOPS = p.ConvGFLOPS * d.ConvWideGFLOPS / d.ConvGFLOPS
+		}
+	}
 	if p.Version != Version {
 		return Profile{}, fmt.Errorf("load hardware profile %s: version %d, want %d (run `ferry calibrate` again)", path, p.Version, Version)
 	}

@@ -2,6 +2,7 @@ package hwprofile
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -140,8 +141,9 @@ func TestMeasureSmall(t *testing.T) {
 	}
 }
 
-// TestLoadFillsNewFigures loads a profile saved before page_cache_gbps and
-// disk_cpu existed: they take their defaults instead of failing validation.
+// TestLoadFillsNewFigures loads a profile saved before page_cache_gbps,
+// disk_cpu and conv_wide_gflops existed: they take their defaults (the
+// last scaled from the file's conv_gflops) instead of failing validation.
 func TestLoadFillsNewFigures(t *testing.T) {
 	data, err := json.Marshal(Default())
 	if err != nil {
@@ -153,7 +155,9 @@ func TestLoadFillsNewFigures(t *testing.T) {
 	}
 	delete(m, "page_cache_gbps")
 	delete(m, "disk_cpu")
+	delete(m, "conv_wide_gflops")
 	m["h2d_gbps"] = 12.5
+	m["conv_gflops"] = 240.0
 	if data, err = json.Marshal(m); err != nil {
 		t.Fatal(err)
 	}
@@ -169,5 +173,10 @@ func TestLoadFillsNewFigures(t *testing.T) {
 	if p.PageCacheGBps != d.PageCacheGBps || p.DiskCPU != d.DiskCPU || p.H2DGBps != 12.5 {
 		t.Errorf("loaded page cache %g, disk cpu %g, h2d %g; want %g, %g (defaults) and 12.5 (from the file)",
 			p.PageCacheGBps, p.DiskCPU, p.H2DGBps, d.PageCacheGBps, d.DiskCPU)
+	}
+	// A missing wide-convolution rate follows the file's measured
+	// 96-channel rate, not the uncalibrated default.
+	if want := 240 * d.ConvWideGFLOPS / d.ConvGFLOPS; math.Abs(p.ConvWideGFLOPS-want) > 1e-9 {
+		t.Errorf("loaded conv wide %g, want %g (conv 240 scaled as the defaults)", p.ConvWideGFLOPS, want)
 	}
 }
