@@ -236,11 +236,7 @@ func (e *Executor) resolve(b *Block) error {
 // must fit the read staging buffer, which packing reads whole groups
 // through.
 func (e *Executor) packing(cs *compState, info TensorInfo, dt dtype.DType) (string, int) {
-	backend := e.cfg.Backend
-	if cs.plan.Placement == Host {
-		backend = e.cfg.HostBackend
-	}
-	mp, ok := backend.(tensor.MatrixPacker)
+	mp, ok := cs.ops.B.(tensor.MatrixPacker)
 	if !ok || len(info.Shape) != 2 {
 		return "", 0
 	}

@@ -39,11 +39,11 @@ func (be *Backend) layoutOf(dt dtype.DType) (string, int) {
 	switch dt {
 	case dtype.BF16:
 		if p, ok := be.bf16Packer(); ok {
-			return fmt.Sprintf("bf16-panels/%s/%d", p.Kernel(), p.PanelWidth()), p.PanelWidth()
+			return p.Layout(), p.PanelWidth()
 		}
 	case dtype.F32:
 		if p, ok := be.f32Packer(); ok {
-			return fmt.Sprintf("f32-panels/%s/%d", p.Kernel(), p.PanelWidth()), p.PanelWidth()
+			return p.Layout(), p.PanelWidth()
 		}
 	}
 	return "", 0
@@ -69,10 +69,8 @@ func (be *Backend) PackedLayout(dt dtype.DType, n, k int) (string, int, bool) {
 	return layout, group, true
 }
 
-var bf16RowsPool, f32RowsPool sync.Pool
-
 // PackRows packs rows [r0, r0+rows) of a row-major weight (raw, of type
-// src: BF16 or F32, converted to dst's dtype on the way) into dst.
+// src, converted to dst's dtype on the way as Cast converts) into dst.
 func (be *Backend) PackRows(dst *tensor.Tensor, raw []byte, src dtype.DType, r0 int) error {
 	if dst == nil || dst.Rank() != 2 {
 		return fmt.Errorf("cpu: pack rows into %v: want a 2-D weight", dst)
@@ -81,11 +79,8 @@ func (be *Backend) PackRows(dst *tensor.Tensor, raw []byte, src dtype.DType, r0 
 	if layout == "" || dst.Layout() != layout {
 		return fmt.Errorf("cpu: pack rows into %v (%s): not a layout this backend packs", dst, dst.Layout())
 	}
-	if src != dtype.BF16 && src != dtype.F32 {
-		return fmt.Errorf("cpu: pack rows of %s: want BF16 or F32", src)
-	}
 	n, k := dst.Dim(0), dst.Dim(1)
-	rowBytes := k * src.Size()
+	rowBytes := max(k*src.Size(), 1)
 	rows := len(raw) / rowBytes
 	if len(raw)%rowBytes != 0 || r0 < 0 || r0%nr != 0 || r0+rows > n || (rows%nr != 0 && r0+rows != n) {
 		return fmt.Errorf("cpu: pack %d bytes as rows from %d of %v: not whole panels of %d rows", len(raw), r0, dst, nr)
@@ -93,21 +88,20 @@ func (be *Backend) PackRows(dst *tensor.Tensor, raw []byte, src dtype.DType, r0 
 	if rows == 0 {
 		return nil
 	}
-	var err error
+	w, done, err := be.rowsAs(raw, src, dst.DType(), rows*k)
+	if err != nil {
+		return fmt.Errorf("cpu: pack rows of %v: %w", dst, err)
+	}
+	defer done()
 	if dst.DType() == dtype.BF16 {
 		p, _ := be.bf16Packer()
-		w, done := be.bf16Rows(raw, src)
-		defer done()
 		words := unsafe.Slice((*uint32)(dst.Ptr()), dst.Bytes()/4)
 		start := r0 / nr * p.PackedWords(nr, k)
-		_, err = p.PackWeights(words[start:start+p.PackedWords(rows, k)], rows, k, w, k)
+		_, err = p.PackWeights(words[start:start+p.PackedWords(rows, k)], rows, k, unsafe.Slice((*uint16)(unsafe.Pointer(&w[0])), rows*k), k)
 	} else {
 		p, _ := be.f32Packer()
-		w, done := be.f32Rows(raw, src)
-		defer done()
-		floats := dst.F32()
 		start := r0 / nr * p.PackedLen(nr, k)
-		_, err = p.PackB(floats[start:start+p.PackedLen(rows, k)], true, rows, k, w, k)
+		_, err = p.PackB(dst.F32()[start:start+p.PackedLen(rows, k)], true, rows, k, unsafe.Slice((*float32)(unsafe.Pointer(&w[0])), rows*k), k)
 	}
 	if err != nil {
 		return fmt.Errorf("cpu: pack rows of %v: %w", dst, err)
@@ -115,46 +109,33 @@ func (be *Backend) PackRows(dst *tensor.Tensor, raw []byte, src dtype.DType, r0 
 	return nil
 }
 
-// bf16Rows is raw as bf16 values: itself, or F32 rounded into scratch that
-// done returns.
-func (be *Backend) bf16Rows(raw []byte, src dtype.DType) ([]uint16, func()) {
-	if src == dtype.BF16 {
-		return unsafe.Slice((*uint16)(unsafe.Pointer(&raw[0])), len(raw)/2), func() {}
-	}
-	f := unsafe.Slice((*float32)(unsafe.Pointer(&raw[0])), len(raw)/4)
-	sp, _ := bf16RowsPool.Get().(*[]uint16)
-	if sp == nil || cap(*sp) < len(f) {
-		s := make([]uint16, len(f))
-		sp = &s
-	}
-	w := (*sp)[:len(f)]
-	be.pool.For(len(w), grainStream, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			w[i] = dtype.F32ToBF16(f[i])
-		}
-	})
-	return w, func() { bf16RowsPool.Put(sp) }
-}
+var rowsPool sync.Pool
 
-// f32Rows is raw as float32 values: itself, or BF16 widened into scratch
-// that done returns.
-func (be *Backend) f32Rows(raw []byte, src dtype.DType) ([]float32, func()) {
-	if src == dtype.F32 {
-		return unsafe.Slice((*float32)(unsafe.Pointer(&raw[0])), len(raw)/4), func() {}
+// rowsAs is raw (n elements of type src) as type dt: raw itself when the
+// types match, else converted by Cast into pooled scratch that done
+// returns.
+func (be *Backend) rowsAs(raw []byte, src, dt dtype.DType, n int) ([]byte, func(), error) {
+	if src == dt {
+		return raw, func() {}, nil
 	}
-	h := unsafe.Slice((*uint16)(unsafe.Pointer(&raw[0])), len(raw)/2)
-	sp, _ := f32RowsPool.Get().(*[]float32)
-	if sp == nil || cap(*sp) < len(h) {
-		s := make([]float32, len(h))
-		sp = &s
+	from, err := tensor.FromBytes(raw, src, n)
+	if err != nil {
+		return nil, nil, err
 	}
-	w := (*sp)[:len(h)]
-	be.pool.For(len(w), grainStream, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			w[i] = dtype.BF16ToF32(h[i])
-		}
-	})
-	return w, func() { f32RowsPool.Put(sp) }
+	sp, _ := rowsPool.Get().(*[]byte)
+	if sp == nil || cap(*sp) < n*dt.Size() {
+		b := make([]byte, n*dt.Size())
+		sp = &b
+	}
+	to, err := tensor.FromBytes((*sp)[:n*dt.Size()], dt, n)
+	if err == nil {
+		err = be.Cast(to, from)
+	}
+	if err != nil {
+		rowsPool.Put(sp)
+		return nil, nil, err
+	}
+	return to.Raw(), func() { rowsPool.Put(sp) }, nil
 }
 
 // linearPacked computes d = xs·wᵀ + beta·d over a weight packed by

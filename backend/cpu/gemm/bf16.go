@@ -35,8 +35,9 @@ type BF16Impl interface {
 // at a time (at most 4 MiB), so bf16 weights stay as they are on the
 // device: 2 bytes per parameter.
 type GoBF16 struct {
-	pool *parallel.Pool
-	kern *bf16Kernel
+	pool   *parallel.Pool
+	kern   *bf16Kernel
+	layout string // names PackWeights' layout (see Layout)
 
 	mu   sync.Mutex
 	free []*bf16Workspace
@@ -95,7 +96,7 @@ func newGoBF16(pool *parallel.Pool, kn *bf16Kernel) *GoBF16 {
 	if pool == nil {
 		pool = parallel.Default()
 	}
-	return &GoBF16{pool: pool, kern: kn}
+	return &GoBF16{pool: pool, kern: kn, layout: fmt.Sprintf("bf16-panels/%s/%d", kn.name, kn.nr)}
 }
 
 var (

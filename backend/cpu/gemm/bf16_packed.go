@@ -5,8 +5,9 @@ import "fmt"
 // BF16Packer is a BF16Impl that can pack weights once (GoBF16).
 type BF16Packer interface {
 	BF16Impl
-	// Kernel names the micro-kernel whose layout PackWeights writes.
-	Kernel() string
+	// Layout names the layout PackWeights writes (kernel and panel
+	// width): a weight packed under another name cannot be read here.
+	Layout() string
 	// PanelWidth is the number of weight rows (output columns) in one
 	// packed panel: PackWeights over whole panels of rows [r0, r0+rows)
 	// writes exactly words [r0/PanelWidth·PackedWords(PanelWidth, k), ...)
@@ -21,6 +22,9 @@ type BF16Packer interface {
 }
 
 var _ BF16Packer = (*GoBF16)(nil)
+
+// Layout names PackWeights' layout, e.g. "bf16-panels/avx512bf16/32".
+func (g *GoBF16) Layout() string { return g.layout }
 
 // PanelWidth is the bf16 kernel's panel width nr.
 func (g *GoBF16) PanelWidth() int { return g.kern.nr }

@@ -27,8 +27,9 @@ import (
 // Packing buffers live in workspaces that are kept and reused (fresh pages
 // are slow to touch); HeldBytes reports their size.
 type Go struct {
-	pool *parallel.Pool
-	kern *kernel
+	pool   *parallel.Pool
+	kern   *kernel
+	layout string // names PackB's layout (see Layout)
 
 	mu   sync.Mutex
 	free []*workspace
@@ -66,7 +67,7 @@ func newGo(pool *parallel.Pool, kn *kernel) *Go {
 	if pool == nil {
 		pool = parallel.Default()
 	}
-	return &Go{pool: pool, kern: kn}
+	return &Go{pool: pool, kern: kn, layout: fmt.Sprintf("f32-panels/%s/%d", kn.name, kn.nr)}
 }
 
 // Name is "go".

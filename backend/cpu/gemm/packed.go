@@ -125,11 +125,15 @@ type PanelPacker interface {
 	Packer
 	// PanelWidth is the column count of one packed panel.
 	PanelWidth() int
-	// Kernel names the micro-kernel whose layout PackB writes.
-	Kernel() string
+	// Layout names the layout PackB writes (kernel and panel width): a
+	// weight packed under another name cannot be read by this GEMM.
+	Layout() string
 	// PackedView wraps floats already packed by PackB for a k×n op(B).
 	PackedView(data []float32, n, k int) (*Packed, error)
 }
+
+// Layout names PackB's layout, e.g. "f32-panels/avx512/32".
+func (g *Go) Layout() string { return g.layout }
 
 // PanelWidth is the kernel's panel width nr (32 with AVX-512, 16 else).
 func (g *Go) PanelWidth() int { return g.kern.nr }
