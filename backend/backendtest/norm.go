@@ -96,16 +96,7 @@ func testRMSNorm(h *harness) {
 	}
 	for _, c := range cases {
 		n := c.shape[len(c.shape)-1]
-		x := h.randn(numElems(c.shape), 1)
-		for i := range x {
-			x[i] += float32(c.offset)
-		}
-		var w []float32
-		var tw *tensor.Tensor
-		if c.weights {
-			w = h.randn(n, 1)
-			tw = h.input(w, n)
-		}
+		x, w, tw := rmsInputs(h, c, n)
 		want, tol := refRMSNorm(x, w, n, float64(c.eps))
 		name := fmt.Sprintf("rmsnorm %v eps %g w %v", c.shape, c.eps, c.weights)
 		tx := h.input(x, c.shape...)
@@ -115,6 +106,20 @@ func testRMSNorm(h *harness) {
 			h.near(name, got, want, tol)
 		}
 	}
+}
+
+// rmsInputs draws an RMSNorm case's input (shifted by its offset) and,
+// when it has them, its n weights, also as a tensor.
+func rmsInputs(h *harness, c normCase, n int) (x, w []float32, tw *tensor.Tensor) {
+	x = h.randn(numElems(c.shape), 1)
+	for i := range x {
+		x[i] += float32(c.offset)
+	}
+	if c.weights {
+		w = h.randn(n, 1)
+		tw = h.input(w, n)
+	}
+	return x, w, tw
 }
 
 // testRMSNormChannels: the channels-first norm of the VAE, checked against
@@ -132,16 +137,7 @@ func testRMSNormChannels(h *harness) {
 	for _, c := range cases {
 		nb, ch := c.shape[0], c.shape[1]
 		pos := numElems(c.shape) / (nb * ch)
-		x := h.randn(numElems(c.shape), 1)
-		for i := range x {
-			x[i] += float32(c.offset)
-		}
-		var w []float32
-		var tw *tensor.Tensor
-		if c.weights {
-			w = h.randn(ch, 1)
-			tw = h.input(w, ch)
-		}
+		x, w, tw := rmsInputs(h, c, ch)
 		// [N, C, P] -> [N, P, C], the reference over rows, and back.
 		xl := make([]float32, len(x))
 		for b := range nb {
