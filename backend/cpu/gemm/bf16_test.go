@@ -45,7 +45,8 @@ var bf16Cases = []bf16Case{
 	{m: 60, n: 600, k: 300, beta: 1}, // few rows, many columns: split by columns
 }
 
-func TestGoBF16(t *testing.T) {
+// eachBF16Case runs fn as a subtest for every bf16 kernel and case.
+func eachBF16Case(t *testing.T, fn func(t *testing.T, g *gemm.GoBF16, c bf16Case)) {
 	for _, name := range gemm.BF16Kernels() {
 		g, err := gemm.NewGoBF16Kernel(nil, name)
 		if err != nil {
@@ -53,56 +54,52 @@ func TestGoBF16(t *testing.T) {
 		}
 		for _, c := range bf16Cases {
 			t.Run(fmt.Sprintf("%s/%dx%dx%d/pad%d/beta%g/shift%v", name, c.m, c.n, c.k, c.pad, c.beta, c.shiftW), func(t *testing.T) {
-				runBF16Case(t, g, c)
+				fn(t, g, c)
 			})
 		}
 	}
+}
+
+func TestGoBF16(t *testing.T) {
+	eachBF16Case(t, func(t *testing.T, g *gemm.GoBF16, c bf16Case) { runBF16Case(t, g, c) })
 }
 
 // TestGoBF16Packed runs the same cases with the weight packed once
 // (PackWeights) and multiplied by GemmBF16Packed: the same sums in the same
 // order, so the results must equal the unpacked product's bit for bit.
 func TestGoBF16Packed(t *testing.T) {
-	for _, name := range gemm.BF16Kernels() {
-		g, err := gemm.NewGoBF16Kernel(nil, name)
+	eachBF16Case(t, func(t *testing.T, g *gemm.GoBF16, c bf16Case) {
+		rng := rand.New(rand.NewPCG(uint64(c.m), uint64(c.n*31+c.k)))
+		lda, ldw, ldc := max(c.k, 1)+c.pad, max(c.k, 1)+c.pad, max(c.n, 1)+c.pad
+		a := randSlice(rng, rowsLen(c.m, c.k, lda))
+		w := make([]uint16, rowsLen(c.n, c.k, ldw)+1)
+		for i := range w {
+			w[i] = dtype.F32ToBF16(float32(rng.NormFloat64()))
+		}
+		if c.shiftW {
+			w = w[1:]
+		}
+		want := randSlice(rng, rowsLen(c.m, c.n, ldc))
+		got := append([]float32(nil), want...)
+		if err := g.GemmBF16(c.m, c.n, c.k, a, lda, w, ldw, c.beta, want, ldc); err != nil {
+			t.Fatal(err)
+		}
+		pw, err := g.PackWeights(nil, c.n, c.k, w, ldw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range bf16Cases {
-			t.Run(fmt.Sprintf("%s/%dx%dx%d/pad%d/beta%g/shift%v", name, c.m, c.n, c.k, c.pad, c.beta, c.shiftW), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(c.m), uint64(c.n*31+c.k)))
-				lda, ldw, ldc := max(c.k, 1)+c.pad, max(c.k, 1)+c.pad, max(c.n, 1)+c.pad
-				a := randSlice(rng, rowsLen(c.m, c.k, lda))
-				w := make([]uint16, rowsLen(c.n, c.k, ldw)+1)
-				for i := range w {
-					w[i] = dtype.F32ToBF16(float32(rng.NormFloat64()))
-				}
-				if c.shiftW {
-					w = w[1:]
-				}
-				want := randSlice(rng, rowsLen(c.m, c.n, ldc))
-				got := append([]float32(nil), want...)
-				if err := g.GemmBF16(c.m, c.n, c.k, a, lda, w, ldw, c.beta, want, ldc); err != nil {
-					t.Fatal(err)
-				}
-				pw, err := g.PackWeights(nil, c.n, c.k, w, ldw)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if pw.Bytes() != 4*int64(g.PackedWords(c.n, c.k)) || pw.N() != c.n || pw.K() != c.k {
-					t.Fatalf("packed %d×%d: %d bytes, N %d, K %d", c.n, c.k, pw.Bytes(), pw.N(), pw.K())
-				}
-				if err := g.GemmBF16Packed(c.m, a, lda, pw, c.beta, got, ldc); err != nil {
-					t.Fatal(err)
-				}
-				for i := range want {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("C[%d] = %g packed, %g unpacked", i, got[i], want[i])
-					}
-				}
-			})
+		if pw.Bytes() != 4*int64(g.PackedWords(c.n, c.k)) || pw.N() != c.n || pw.K() != c.k {
+			t.Fatalf("packed %d×%d: %d bytes, N %d, K %d", c.n, c.k, pw.Bytes(), pw.N(), pw.K())
 		}
-	}
+		if err := g.GemmBF16Packed(c.m, a, lda, pw, c.beta, got, ldc); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("C[%d] = %g packed, %g unpacked", i, got[i], want[i])
+			}
+		}
+	})
 }
 
 // TestGoBF16PackedRejects: a weight packed for another kernel, a nil
