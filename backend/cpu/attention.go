@@ -23,6 +23,9 @@ import (
 var (
 	attnTileQ = 128
 	attnTileK = 256
+	// attnHeadsPerWorker is how many (batch, head) pairs per worker make
+	// the packed path give each worker whole heads (attentionPacked).
+	attnHeadsPerWorker = 2
 )
 
 // attnScratch is one worker's memory for one query tile.
@@ -95,48 +98,104 @@ func (be *Backend) Attention(dst, q, k, v, bias *tensor.Tensor, scale float32) e
 	return nil
 }
 
-// attentionPacked runs one (batch, head) at a time: its keys and values are
-// packed into the GEMM's panel layout once (one worker each), then the pool
-// runs its query tiles against the packed panels. Packing per query tile
-// instead moved every key and value once per tile, costing about as much
-// as the products themselves.
+// attentionPacked multiplies by keys and values packed into the GEMM's
+// panel layout once per (batch, head). Packing per query tile instead moved
+// every key and value once per tile, costing about as much as the products
+// themselves.
+//
+// With attnHeadsPerWorker heads per worker, each worker packs and runs whole
+// heads on its own: no barrier between heads, and the packing runs on every
+// core at once. With fewer, the heads run one at a time: two workers pack
+// the keys and the values, then the pool shares the head's query tiles.
 func (be *Backend) attentionPacked(p *attnProblem, pk gemm.PanelPacker) error {
 	nr := pk.PanelWidth()
 	tk := max(nr, attnTileK/nr*nr) // key tiles start on panel boundaries
-	tiles := (p.lk + tk - 1) / tk
-	kLen := pk.PackedLen(p.lk, p.d)
-	vLen := pk.PackedLen(p.d, tk)
-	buf := getScratch(&packScratchPool, kLen+tiles*vLen)
-	defer packScratchPool.Put(buf)
-	mul := packedProducts{pk: pk, p: p, tk: tk, v: make([]*gemm.Packed, tiles)}
-	ld := p.heads * p.d
-	for bh := range p.b * p.heads {
-		b, h := bh/p.heads, bh%p.heads
-		off := (b*p.lk*p.heads + h) * p.d
-		var errK, errV error
-		be.pool.Run(2, func(i int) {
-			if i == 0 {
-				mul.k, errK = pk.PackB((*buf)[:kLen], true, p.lk, p.d, p.k[off:], ld)
-				return
-			}
-			for t := range tiles {
-				k0 := t * tk
-				dst := (*buf)[kLen+t*vLen : kLen+(t+1)*vLen]
-				if mul.v[t], errV = pk.PackB(dst, false, p.d, min(tk, p.lk-k0), p.v[off+k0*ld:], ld); errV != nil {
+	heads := p.b * p.heads
+	if heads >= attnHeadsPerWorker*be.pool.Workers() {
+		errs := make([]error, heads)
+		be.pool.For(heads, 1, func(lo, hi int) {
+			hp := newHeadPack(p, pk, tk)
+			defer hp.release()
+			sc := getAttnScratch(p.d, tk)
+			defer attnScratchPool.Put(sc)
+			for bh := lo; bh < hi; bh++ {
+				if errs[bh] = hp.pack(bh, sequential); errs[bh] != nil {
 					return
+				}
+				for qt := range p.tilesPerQuery {
+					p.tile(sc, hp.mul, bh/p.heads, bh%p.heads, qt, tk)
 				}
 			}
 		})
-		if err := errors.Join(errK, errV); err != nil {
-			return fmt.Errorf("cpu: attention: pack keys and values: %w", err)
+		return errors.Join(errs...)
+	}
+	hp := newHeadPack(p, pk, tk)
+	defer hp.release()
+	for bh := range heads {
+		if err := hp.pack(bh, be.pool.Run); err != nil {
+			return err
 		}
 		be.pool.For(p.tilesPerQuery, 1, func(lo, hi int) {
 			sc := getAttnScratch(p.d, tk)
 			for qt := lo; qt < hi; qt++ {
-				p.tile(sc, mul, b, h, qt, tk)
+				p.tile(sc, hp.mul, bh/p.heads, bh%p.heads, qt, tk)
 			}
 			attnScratchPool.Put(sc)
 		})
+	}
+	return nil
+}
+
+// sequential runs fn(0), ..., fn(n-1) on the calling goroutine, in the
+// shape of parallel.Pool.Run.
+func sequential(n int, fn func(i int)) {
+	for i := range n {
+		fn(i)
+	}
+}
+
+// headPack holds one head's keys and values packed into panels, in a
+// buffer from packScratchPool.
+type headPack struct {
+	p          *attnProblem
+	pk         gemm.PanelPacker
+	buf        *[]float32
+	kLen, vLen int
+	mul        packedProducts
+}
+
+func newHeadPack(p *attnProblem, pk gemm.PanelPacker, tk int) *headPack {
+	tiles := (p.lk + tk - 1) / tk
+	hp := &headPack{p: p, pk: pk, kLen: pk.PackedLen(p.lk, p.d), vLen: pk.PackedLen(p.d, tk)}
+	hp.buf = getScratch(&packScratchPool, hp.kLen+tiles*hp.vLen)
+	hp.mul = packedProducts{pk: pk, p: p, tk: tk, v: make([]*gemm.Packed, tiles)}
+	return hp
+}
+
+func (hp *headPack) release() { packScratchPool.Put(hp.buf) }
+
+// pack packs the keys and values of head bh (batch bh/H, head bh%H); run
+// runs its two pieces, the keys and the values.
+func (hp *headPack) pack(bh int, run func(n int, fn func(i int))) error {
+	p, m := hp.p, &hp.mul
+	ld := p.heads * p.d
+	off := ((bh/p.heads)*p.lk*p.heads + bh%p.heads) * p.d
+	var errK, errV error
+	run(2, func(i int) {
+		if i == 0 {
+			m.k, errK = hp.pk.PackB((*hp.buf)[:hp.kLen], true, p.lk, p.d, p.k[off:], ld)
+			return
+		}
+		for t := range m.v {
+			k0 := t * m.tk
+			dst := (*hp.buf)[hp.kLen+t*hp.vLen : hp.kLen+(t+1)*hp.vLen]
+			if m.v[t], errV = hp.pk.PackB(dst, false, p.d, min(m.tk, p.lk-k0), p.v[off+k0*ld:], ld); errV != nil {
+				return
+			}
+		}
+	})
+	if err := errors.Join(errK, errV); err != nil {
+		return fmt.Errorf("cpu: attention: pack keys and values: %w", err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"ferry/backend/backendtest"
+	"ferry/backend/cpu/gemm"
 	"ferry/tensor"
 )
 
@@ -19,4 +20,19 @@ func TestConformanceSmallTiles(t *testing.T) {
 	attnTileQ, attnTileK = 5, 24
 	convScratchBytes, convTile, convMinTile = 4*1000, 40, 3
 	backendtest.Run(t, func(c int64) tensor.Backend { return New(NewDevice(c), exactGEMM{}) })
+}
+
+// TestConformanceAttentionSplits runs the conformance suite on the packed
+// attention path twice: every problem split by heads (each worker packs
+// its own), then every problem split by query tiles (heads one at a time),
+// whatever the core count.
+func TestConformanceAttentionSplits(t *testing.T) {
+	saved := attnHeadsPerWorker
+	t.Cleanup(func() { attnHeadsPerWorker = saved })
+	for name, perWorker := range map[string]int{"by heads": 0, "by query tiles": 1 << 30} {
+		t.Run(name, func(t *testing.T) {
+			attnHeadsPerWorker = perWorker
+			backendtest.Run(t, func(c int64) tensor.Backend { return New(NewDevice(c), gemm.DefaultGo()) })
+		})
+	}
 }
