@@ -258,14 +258,20 @@ func (g *Go) pass(ws *workspace, p *problem, pl *plan, blk *block, nc int) {
 }
 
 // rectangle computes rows [r0, r1) and B panels [q0, q1) for one block, or
-// for all K blocks when blk is nil.
+// for all K blocks when blk is nil. Then it goes nc columns at a time, every
+// K block of them before the next columns, so the B panels that its A
+// blocks sweep stay in L3 (kc·nc floats): a worker sweeping all of a wide
+// prepacked B per A block read it from memory each time.
 func (g *Go) rectangle(w *workerSpace, p *problem, pl *plan, blk *block, r0, r1, q0, q1 int) {
 	if blk != nil {
 		g.region(w, p, pl, *blk, r0, r1, q0, q1)
 		return
 	}
-	for pc := 0; pc < p.k; pc += pl.kc {
-		g.region(w, p, pl, pl.block(p, 0, p.n, pc), r0, r1, q0, q1)
+	step := max(1, g.kern.nc/g.kern.nr)
+	for j0 := q0; j0 < q1; j0 += step {
+		for pc := 0; pc < p.k; pc += pl.kc {
+			g.region(w, p, pl, pl.block(p, 0, p.n, pc), r0, r1, j0, min(q1, j0+step))
+		}
 	}
 }
 
