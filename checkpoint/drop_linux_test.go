@@ -178,3 +178,62 @@ func TestPageCached(t *testing.T) {
 		t.Fatalf("after dropping: %d of %d bytes still cached", cached, total)
 	}
 }
+
+// TestProbeUncached reads only chunks outside the page cache, at most the
+// limit, and leaves them cached: a fully cached file probes as nothing.
+func TestProbeUncached(t *testing.T) {
+	const n = 4 * ProbeChunk
+	path := filepath.Join(t.TempDir(), "p.safetensors")
+	if err := WriteFile(path, []RawTensor{{Name: "a", DType: dtype.F32, Shape: []int{n / 4}, Data: make([]byte, n)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := os.OpenFile(path, os.O_RDWR, 0); err != nil {
+		t.Fatal(err)
+	} else if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	} else {
+		w.Close()
+	}
+	s, err := OpenSet(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, _ := s.Lookup("a")
+	if err := s.ReadAt(a, make([]byte, n)); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.ProbeUncached(n); err != nil || p.Bytes != 0 {
+		t.Fatalf("probe of a cached file: %+v, %v; want nothing read", p, err)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(path, &fs); err == nil && fs.Type == unix.TMPFS_MAGIC {
+		t.Log("tmpfs keeps its pages: the uncached half of the test does not apply")
+		return
+	}
+	if err := s.DropAll(); err != nil {
+		t.Fatal(err)
+	}
+	before, _, _ := s.PageCached()
+	if before > ProbeChunk {
+		t.Fatalf("%d bytes still cached after dropping", before)
+	}
+	p, err := s.ProbeUncached(2 * ProbeChunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Bytes != 2*ProbeChunk || p.Seconds <= 0 || p.GBps() <= 0 {
+		t.Fatalf("probe with a limit of 2 chunks: %+v (%.2f GB/s)", p, p.GBps())
+	}
+	after, _, _ := s.PageCached()
+	if after < before+p.Bytes {
+		t.Errorf("cached %d bytes before the probe and %d after reading %d", before, after, p.Bytes)
+	}
+	rest, err := s.ProbeUncached(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rest.Bytes+p.Bytes > n {
+		t.Errorf("second probe read %d bytes after %d of a %d-byte tensor: it read cached chunks", rest.Bytes, p.Bytes, n)
+	}
+}

@@ -1,14 +1,25 @@
 package checkpoint
 
-import "fmt"
+import (
+	"fmt"
+	"os"
+	"time"
+)
 
 // PageCached reports how many of the file's bytes sit in the OS page cache
 // now, so a planner can price a read at memory speed rather than disk
 // speed. Nothing is read and no page is faulted in.
 func (f *File) PageCached() (int64, error) {
-	n, err := pageCacheBytes(f.f, f.size)
+	vec, err := residentPages(f.f, f.size)
 	if err != nil {
 		return 0, fmt.Errorf("page cache of %s: %w", f.path, err)
+	}
+	page := int64(os.Getpagesize())
+	var n int64
+	for i, v := range vec {
+		if v&1 != 0 {
+			n += min(page, f.size-int64(i)*page)
+		}
 	}
 	return n, nil
 }
@@ -25,4 +36,80 @@ func (s *Set) PageCached() (cached, total int64, err error) {
 		total += f.size
 	}
 	return cached, total, nil
+}
+
+// ProbeChunk is the size of one probe read: large enough that a disk
+// streams it, small enough that a probe of a few of them stays short.
+const ProbeChunk = 4 << 20
+
+// Probe is what a read of pages outside the page cache took.
+type Probe struct {
+	Bytes   int64
+	Seconds float64
+}
+
+// GBps is the probe's read rate; 0 when nothing was read.
+func (p Probe) GBps() float64 {
+	if p.Bytes == 0 || p.Seconds <= 0 {
+		return 0
+	}
+	return float64(p.Bytes) / p.Seconds / 1e9
+}
+
+// Add sums two probes.
+func (p Probe) Add(o Probe) Probe {
+	return Probe{Bytes: p.Bytes + o.Bytes, Seconds: p.Seconds + o.Seconds}
+}
+
+// ProbeUncached times reads of up to limit bytes of the set's pages that
+// are not in the page cache, in chunks of ProbeChunk spread evenly over
+// the uncached chunks of all its files: the read rate its weights will
+// see, from whatever actually holds them (a disk, or a cache outside this
+// machine that no residency query can see). The pages read stay cached,
+// as the reads of a run would leave them. Chunks with any cached page
+// are skipped, so cached data never inflates the rate.
+func (s *Set) ProbeUncached(limit int64) (Probe, error) {
+	type chunk struct {
+		f   *File
+		off int64
+	}
+	var cands []chunk
+	for _, f := range s.files {
+		vec, err := residentPages(f.f, f.size)
+		if err != nil {
+			return Probe{}, fmt.Errorf("page cache of %s: %w", f.path, err)
+		}
+		for off := int64(0); off+ProbeChunk <= f.size; off += ProbeChunk {
+			if noneResident(vec, off, ProbeChunk) {
+				cands = append(cands, chunk{f, off})
+			}
+		}
+	}
+	n := min(int64(len(cands)), limit/ProbeChunk)
+	if n == 0 {
+		return Probe{}, nil
+	}
+	buf := make([]byte, ProbeChunk)
+	var p Probe
+	for i := range n {
+		c := cands[i*int64(len(cands))/n]
+		t0 := time.Now()
+		if _, err := c.f.f.ReadAt(buf, c.off); err != nil {
+			return Probe{}, fmt.Errorf("probe read of %s at %d: %w", c.f.path, c.off, err)
+		}
+		p.Seconds += time.Since(t0).Seconds()
+		p.Bytes += ProbeChunk
+	}
+	return p, nil
+}
+
+// noneResident says no page of [off, off+n) is in vec's page cache.
+func noneResident(vec []byte, off, n int64) bool {
+	page := int64(os.Getpagesize())
+	for i := off / page; i < (off+n+page-1)/page && i < int64(len(vec)); i++ {
+		if vec[i]&1 != 0 {
+			return false
+		}
+	}
+	return true
 }

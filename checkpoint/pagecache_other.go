@@ -7,7 +7,7 @@ import (
 	"os"
 )
 
-// pageCacheBytes cannot ask this OS which pages are cached.
-func pageCacheBytes(*os.File, int64) (int64, error) {
-	return 0, errors.New("page cache residency is not available on this OS")
+// residentPages cannot ask this OS which pages are cached.
+func residentPages(*os.File, int64) ([]byte, error) {
+	return nil, errors.New("page cache residency is not available on this OS")
 }

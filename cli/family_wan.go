@@ -82,7 +82,7 @@ func (j *wanJob) SetProgress(onStep, onFrame func(done, total int)) {
 
 // Plan profiles the folder for the planner: configs only, no weights.
 func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
-	prof, err := planner.ProfileFromFolder(j.dir)
+	prof, err := planner.MeasureFolder(j.dir)
 	if err != nil {
 		return nil, planner.Request{}, err
 	}

@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"ferry/checkpoint"
+	"ferry/dtype"
 	"ferry/residency"
+	"ferry/synth"
 )
 
 func TestPlanBuiltinNoFiles(t *testing.T) {
@@ -93,5 +96,66 @@ func TestCalibrateQuick(t *testing.T) {
 	}
 	if _, err := os.Stat(c.Path); err != nil {
 		t.Errorf("profile not saved: %v", err)
+	}
+}
+
+// TestPlanProbesTheCheckpoint: with the checkpoint out of the page cache,
+// ferry plan prices uncached reads at the rate it measured reading the
+// checkpoint itself, and --disk-gbps still overrides that.
+func TestPlanProbesTheCheckpoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wan-tiny")
+	a, err := synth.Lookup("wan-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Write(dir, a, synth.Options{Seed: 1, DType: dtype.BF16}); err != nil {
+		t.Fatal(err)
+	}
+	drop := func() {
+		t.Helper()
+		f, err := checkpoint.OpenFolder(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, c := range f.Components {
+			w, err := c.Weights()
+			if err != nil {
+				continue // scheduler, tokenizer: no weights
+			}
+			for _, file := range w.Files() {
+				if s, err := os.OpenFile(file.Path(), os.O_RDWR, 0); err == nil {
+					s.Sync() // dirty pages cannot be dropped
+					s.Close()
+				}
+			}
+			if err := w.DropAll(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	plan := func(extra ...string) (gbps float64, note string) {
+		t.Helper()
+		args := append([]string{"plan", "--model", dir, "--height", "64", "--width", "64", "--frames", "5", "--steps", "2", "--json"}, extra...)
+		code, out, stderr := ferry(t, args...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var pred struct {
+			DiskGBps float64 `json:"disk_gbps"`
+			DiskNote string  `json:"disk_note"`
+		}
+		if err := json.Unmarshal([]byte(out), &pred); err != nil {
+			t.Fatal(err)
+		}
+		return pred.DiskGBps, pred.DiskNote
+	}
+	drop()
+	if gbps, note := plan(); gbps <= 0 || !strings.Contains(note, "of the checkpoint outside the page cache") {
+		t.Errorf("uncached checkpoint: priced at %g GB/s (%q), want the rate of a probe read", gbps, note)
+	}
+	drop()
+	if gbps, note := plan("--disk-gbps", "0.05"); gbps != 0.05 || note != "set by --disk-gbps" {
+		t.Errorf("with --disk-gbps 0.05: %g GB/s (%q)", gbps, note)
 	}
 }

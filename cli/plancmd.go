@@ -66,7 +66,7 @@ func profileOf(spec string) (*planner.Profile, error) {
 		if _, err := openFolder(spec); err != nil {
 			return nil, err
 		}
-		p, err := planner.ProfileFromFolder(spec)
+		p, err := planner.MeasureFolder(spec)
 		return p, asUser(err)
 	}
 	p, err := planner.Builtin(spec)

@@ -53,13 +53,15 @@ func (p *planFlags) fastVideoSet() []string {
 	return on
 }
 
-// hardware is the calibrated profile (or the built-in default) with the
-// command line's overrides.
-func (p *planFlags) hardware() (hwprofile.Profile, error) {
+// hardware is the calibrated profile (or the built-in default), with the
+// read rate measured on the model's checkpoint (planner.MeasureFolder)
+// and then the command line's overrides.
+func (p *planFlags) hardware(prof *planner.Profile) (hwprofile.Profile, error) {
 	hw, _, err := hwprofile.LoadOrDefault("")
 	if err != nil {
 		return hw, asUser(fmt.Errorf("%w (run ferry calibrate again)", err))
 	}
+	hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps())
 	for name, v := range p.hwOverrides {
 		if *v != 0 {
 			if err := hw.Set(name, *v); err != nil {
@@ -100,7 +102,7 @@ func (p *planFlags) computeDType() (dtype.DType, error) {
 
 // resolve builds the plan the flags ask for and predicts it.
 func (p *planFlags) resolve(prof *planner.Profile, req planner.Request, b planner.Budgets) (planned, error) {
-	hw, err := p.hardware()
+	hw, err := p.hardware(prof)
 	if err != nil {
 		return planned{}, err
 	}

@@ -275,6 +275,23 @@ func Flags() []Flag {
 }
 
 // Set overrides one figure by its flag name, e.g. Set("disk-gbps", 1.5).
+// MinDiskProbeBytes is the least a read of the checkpoint itself must
+// cover before its rate replaces the profile's disk figure.
+const MinDiskProbeBytes = 8 << 20
+
+// UseCheckpointRead prices uncached checkpoint reads at a rate measured
+// by reading the checkpoint's own uncached pages (bytes of them): it is
+// the disk the weights are on, and it shows what no residency query can
+// (a virtual machine's host may cache the file). Reads too short to trust
+// leave the profile as it is; --disk-gbps, applied after, overrides it.
+func (p *Profile) UseCheckpointRead(bytes int64, gbps float64) {
+	if bytes < MinDiskProbeBytes || !(gbps > 0) {
+		return
+	}
+	p.DiskGBps, p.DiskSuspect = gbps, false
+	p.DiskNote = fmt.Sprintf("read %d MiB of the checkpoint outside the page cache at %.2f GB/s", bytes>>20, gbps)
+}
+
 func (p *Profile) Set(name string, v float64) error {
 	name = strings.TrimLeft(name, "-")
 	fraction := name == "copy-overlap" || name == "disk-cpu"

@@ -180,3 +180,21 @@ func TestLoadFillsNewFigures(t *testing.T) {
 		t.Errorf("loaded conv wide %g, want %g (conv 240 scaled as the defaults)", p.ConvWideGFLOPS, want)
 	}
 }
+
+// TestUseCheckpointRead takes a rate measured on the checkpoint only from
+// a read long enough to trust, and --disk-gbps set after it wins.
+func TestUseCheckpointRead(t *testing.T) {
+	p := Default()
+	p.DiskSuspect = true
+	p.UseCheckpointRead(MinDiskProbeBytes-1, 3)
+	if p.DiskGBps != Default().DiskGBps || !p.DiskSuspect {
+		t.Fatalf("a read of %d bytes replaced the disk figure: %g GB/s", MinDiskProbeBytes-1, p.DiskGBps)
+	}
+	p.UseCheckpointRead(64<<20, 3)
+	if p.DiskGBps != 3 || p.DiskSuspect || !strings.Contains(p.DiskNote, "64 MiB of the checkpoint") {
+		t.Fatalf("after a 64 MiB read at 3 GB/s: %g GB/s, suspect %v, note %q", p.DiskGBps, p.DiskSuspect, p.DiskNote)
+	}
+	if err := p.Set("disk-gbps", 0.5); err != nil || p.DiskGBps != 0.5 {
+		t.Fatalf("--disk-gbps after the probe: %g GB/s, %v", p.DiskGBps, err)
+	}
+}

@@ -39,6 +39,11 @@ type Prediction struct {
 	FirstStepS float64 `json:"first_step_s"`
 	TotalS     float64 `json:"total_s"`
 
+	// DiskGBps is the rate reads of uncached checkpoint pages were priced
+	// at, and DiskNote where it came from.
+	DiskGBps float64 `json:"disk_gbps"`
+	DiskNote string  `json:"disk_note,omitempty"`
+
 	// Fits says the plan runs within the budgets; Problem says why not.
 	Fits    bool   `json:"fits"`
 	Problem string `json:"problem,omitempty"`
@@ -183,6 +188,7 @@ func simulateOnce(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Re
 	pl.denoise()
 	pl.decode()
 	pred := newPrediction(p, plan, req, b)
+	pred.DiskGBps, pred.DiskNote = hw.DiskGBps, hw.DiskNote
 	pl.fill(&pred)
 	ph := phaseStats{dev: pl.devPhase, host: pl.hostPhase}
 	if s.err != nil {

@@ -1,10 +1,11 @@
 package planner
 
 import (
-	"ferry/catalog"
 	"fmt"
 	"strings"
 
+	"ferry/catalog"
+	"ferry/checkpoint"
 	"ferry/dtype"
 	"ferry/model/umt5"
 	"ferry/model/wan"
@@ -32,6 +33,10 @@ type Profile struct {
 	Text  umt5.Config
 	Wan   wan.Config
 	Coder VAEConfig
+
+	// DiskRead, from MeasureFolder, timed a read of checkpoint pages that
+	// were outside the page cache (zero when none was made).
+	DiskRead checkpoint.Probe
 }
 
 // ComponentProfile is one component: its blocks in the order they run.
