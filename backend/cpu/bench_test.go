@@ -7,6 +7,7 @@ import (
 
 	"ferry/backend/cpu"
 	"ferry/backend/cpu/gemm"
+	"ferry/backend/cpu/gemm/gemmtest"
 	"ferry/tensor"
 )
 
@@ -317,6 +318,39 @@ func BenchmarkLayout(b *testing.B) {
 			x.b = b
 			x.setBytes(c.bytes)
 			x.run(c.fn)
+		})
+	}
+}
+
+// BenchmarkAttentionVsGEMM times attention pair by pair (gemmtest.Paired)
+// against the fp32 GEMM of a Linear over the same tokens (M = L,
+// K = N = 1536, weights packed once): "ratio" is attention's throughput
+// over the GEMM's, the goal's ">= 70% of GEMM throughput".
+func BenchmarkAttentionVsGEMM(b *testing.B) {
+	g := gemm.DefaultGo()
+	for _, c := range []struct{ l, d int }{{1280, 128}, {4096, 128}, {8192, 128}, {1280, 64}, {4096, 64}, {8192, 64}} {
+		b.Run(fmt.Sprintf("L=%d/D=%d", c.l, c.d), func(b *testing.B) {
+			x := newBench(b, g)
+			h, l, d := 1536/c.d, c.l, c.d
+			q, k, v := x.rand(1, l, h, d), x.rand(1, l, h, d), x.rand(1, l, h, d)
+			out := x.empty(1, l, h, d)
+			scale := float32(1 / math.Sqrt(float64(d)))
+			attn := gemmtest.Side{Name: "attention", Flops: 4 * float64(h) * float64(l) * float64(l) * float64(d), Run: func() {
+				if err := x.be.Attention(out, q, k, v, nil, scale); err != nil {
+					b.Fatal(err)
+				}
+			}}
+			a, w, y := x.rand(l, 1536).F32(), x.rand(1536, 1536).F32(), x.empty(l, 1536).F32()
+			pw, err := g.PackB(nil, true, 1536, 1536, w, 1536)
+			if err != nil {
+				b.Fatal(err)
+			}
+			linear := gemmtest.Side{Name: "gemm", Flops: 2 * float64(l) * 1536 * 1536, Run: func() {
+				if err := g.SgemmPacked(false, l, 1, a, 1536, pw, 0, y, 1536); err != nil {
+					b.Fatal(err)
+				}
+			}}
+			gemmtest.Paired(b, attn, linear)
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"ferry/backend/cpu/gemm"
+	"ferry/backend/cpu/gemm/gemmtest"
 	"ferry/backend/cpu/parallel"
 	"ferry/dtype"
 )
@@ -97,15 +98,7 @@ func BenchmarkSgemm(b *testing.B) {
 				benchBF16Packed(b, gemm.DefaultBF16(), ops)
 			})
 			b.Run(shape+"/go-packed", func(b *testing.B) {
-				pk, err := g.PackB(nil, true, n, k, ops.b, k)
-				if err != nil {
-					b.Fatal(err)
-				}
-				measure(b, m, n, k, func() {
-					if err := g.SgemmPacked(false, m, 1, ops.a, k, pk, 0, ops.c, n); err != nil {
-						b.Fatal(err)
-					}
-				})
+				measure(b, m, n, k, packedSide(b, "", g, ops).Run)
 			})
 		}
 	}
@@ -129,20 +122,7 @@ func benchBF16(b *testing.B, g gemm.BF16Impl, ops *benchOperands) {
 // benchBF16Packed times the bf16 GEMM with the weights packed once (as
 // the executor packs them when it moves them to the device).
 func benchBF16Packed(b *testing.B, g *gemm.GoBF16, ops *benchOperands) {
-	w := make([]uint16, len(ops.b))
-	for i, v := range ops.b {
-		w[i] = dtype.F32ToBF16(v)
-	}
-	m, n, k := ops.m, ops.n, ops.k
-	pw, err := g.PackWeights(nil, n, k, w, k)
-	if err != nil {
-		b.Fatal(err)
-	}
-	measure(b, m, n, k, func() {
-		if err := g.GemmBF16Packed(m, ops.a, k, pw, 0, ops.c, n); err != nil {
-			b.Fatal(err)
-		}
-	})
+	measure(b, ops.m, ops.n, ops.k, packedBF16Side(b, "", g, ops).Run)
 }
 
 // settle waits after an OpenBLAS run until its threads stop spinning:
@@ -222,4 +202,76 @@ func BenchmarkGoKernels(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkPaired takes the ratios the CPU kernel goals are stated in,
+// each timed pair by pair on one shape (gemmtest.Paired): the Go GEMM over
+// packed weights against OpenBLAS, bf16 against fp32 (both over packed
+// weights), and two workers against one (both GEMMs, packed weights).
+func BenchmarkPaired(b *testing.B) {
+	g, bf := gemm.DefaultGo(), gemm.DefaultBF16()
+	blas, blasErr := gemm.OpenBLAS()
+	if blasErr != nil {
+		b.Logf("OpenBLAS not installed, not compared: %v", blasErr)
+	}
+	for _, m := range benchMs {
+		for _, kn := range benchKNs {
+			k, n := kn[0], kn[1]
+			ops := newBenchOperands(m, n, k)
+			shape := fmt.Sprintf("M=%d/K=%d/N=%d", m, k, n)
+			fp32 := packedSide(b, "go-packed", g, ops)
+			if blasErr == nil {
+				ref := gemmtest.Side{Name: "openblas", Flops: fp32.Flops, After: func() { settle(blas) }, Run: func() {
+					blas.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
+				}}
+				b.Run("go-packed-vs-openblas/"+shape, func(b *testing.B) { gemmtest.Paired(b, fp32, ref) })
+			}
+			b.Run("bf16-vs-fp32/"+shape, func(b *testing.B) {
+				gemmtest.Paired(b, packedBF16Side(b, "go-bf16-packed", bf, ops), fp32)
+			})
+		}
+	}
+	one, two := parallel.New(1), parallel.New(2)
+	for _, m := range benchMs {
+		ops := newBenchOperands(m, 1536, 1536)
+		shape := fmt.Sprintf("M=%d/K=1536/N=1536", m)
+		b.Run("2-vs-1-workers/go-packed/"+shape, func(b *testing.B) {
+			gemmtest.Paired(b, packedSide(b, "2-workers", gemm.NewGo(two), ops), packedSide(b, "1-worker", gemm.NewGo(one), ops))
+		})
+		b.Run("2-vs-1-workers/go-bf16-packed/"+shape, func(b *testing.B) {
+			gemmtest.Paired(b, packedBF16Side(b, "2-workers", gemm.NewGoBF16(two), ops), packedBF16Side(b, "1-worker", gemm.NewGoBF16(one), ops))
+		})
+	}
+}
+
+// packedSide is g's product over B packed once.
+func packedSide(b *testing.B, name string, g *gemm.Go, ops *benchOperands) gemmtest.Side {
+	m, n, k := ops.m, ops.n, ops.k
+	pk, err := g.PackB(nil, true, n, k, ops.b, k)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return gemmtest.Side{Name: name, Flops: 2 * float64(m) * float64(n) * float64(k), Run: func() {
+		if err := g.SgemmPacked(false, m, 1, ops.a, k, pk, 0, ops.c, n); err != nil {
+			b.Fatal(err)
+		}
+	}}
+}
+
+// packedBF16Side is g's product over B rounded to bf16 and packed once.
+func packedBF16Side(b *testing.B, name string, g *gemm.GoBF16, ops *benchOperands) gemmtest.Side {
+	m, n, k := ops.m, ops.n, ops.k
+	w := make([]uint16, len(ops.b))
+	for i, v := range ops.b {
+		w[i] = dtype.F32ToBF16(v)
+	}
+	pw, err := g.PackWeights(nil, n, k, w, k)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return gemmtest.Side{Name: name, Flops: 2 * float64(m) * float64(n) * float64(k), Run: func() {
+		if err := g.GemmBF16Packed(m, ops.a, k, pw, 0, ops.c, n); err != nil {
+			b.Fatal(err)
+		}
+	}}
 }

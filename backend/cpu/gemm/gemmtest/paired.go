@@ -1,0 +1,60 @@
+package gemmtest
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// Side is one of the two things Paired times: a name for its metrics, its
+// floating-point operations per run, the run, and what to do after it,
+// untimed (let OpenBLAS's threads stop spinning).
+type Side struct {
+	Name  string
+	Flops float64
+	Run   func()
+	After func()
+}
+
+// Paired times a and b alternately, once each per benchmark iteration
+// after a warm-up of each, and reports their median GFLOP/s ("a-GFLOP/s")
+// and the median over the pairs of a's rate over b's ("ratio"). A ratio
+// taken pair by pair shrugs off the drifts and bursts of a shared machine,
+// which separate runs of a and b each catch differently.
+func Paired(b *testing.B, a, c Side) {
+	timed(a)
+	timed(c)
+	var ra, rc, ratio []float64
+	for b.Loop() {
+		ta := timed(a)
+		tc := timed(c)
+		ra = append(ra, a.Flops/ta/1e9)
+		rc = append(rc, c.Flops/tc/1e9)
+		ratio = append(ratio, ra[len(ra)-1]/rc[len(rc)-1])
+	}
+	b.ReportMetric(median(ra), a.Name+"-GFLOP/s")
+	b.ReportMetric(median(rc), c.Name+"-GFLOP/s")
+	b.ReportMetric(median(ratio), "ratio")
+}
+
+func timed(s Side) float64 {
+	t0 := time.Now()
+	s.Run()
+	sec := time.Since(t0).Seconds()
+	if s.After != nil {
+		s.After()
+	}
+	return sec
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
