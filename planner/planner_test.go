@@ -540,3 +540,34 @@ func TestReadTimeFollowsThePageCache(t *testing.T) {
 		}
 	}
 }
+
+// TestTouchPastFreeMemory: fresh pages cost the calibrated first touch
+// while the kernel has free memory and the reclaim rate past it; reads of
+// uncached checkpoint pages use up free memory too (the page cache grows),
+// and an unknown free memory never runs out.
+func TestTouchPastFreeMemory(t *testing.T) {
+	hw := hwprofile.Default()
+	hw.FirstTouchUsPerPage, hw.ReclaimTouchUsPerPage = 1, 10
+	hw.DiskGBps, hw.PageCacheGBps = 1, 100
+	const page = pageSize
+	us := func(pages float64) float64 { return pages * 1e-6 }
+
+	s := newSim(hw, Budgets{FreeBytes: 100 * page})
+	if got, want := s.touchTime(60*page), us(60); math.Abs(got-want) > 1e-12 {
+		t.Errorf("60 pages of 100 free: %.3g s, want %.3g", got, want)
+	}
+	if got, want := s.touchTime(60*page), us(40+20*10); math.Abs(got-want) > 1e-12 {
+		t.Errorf("60 more pages with 40 free: %.3g s, want %.3g", got, want)
+	}
+
+	s = newSim(hw, Budgets{FreeBytes: 100 * page})
+	s.readTime(&simBlock{comp: &simComp{cached: 0.5}, rawBytes: 120 * page}) // 60 pages from disk
+	if got, want := s.touchTime(60*page), us(40+20*10); math.Abs(got-want) > 1e-12 {
+		t.Errorf("after reading 60 uncached pages, 60 fresh: %.3g s, want %.3g", got, want)
+	}
+
+	s = newSim(hw, Budgets{})
+	if got, want := s.touchTime(1000*page), us(1000); math.Abs(got-want) > 1e-12 {
+		t.Errorf("free memory unknown: %.3g s, want %.3g", got, want)
+	}
+}

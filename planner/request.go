@@ -35,6 +35,10 @@ type Budgets struct {
 	// the machine's memory and a plan that would be killed for memory is
 	// not chosen (0: no cap).
 	RSSBytes int64 `json:"rss_bytes,omitempty"`
+	// FreeBytes is the memory the kernel had free when the plan was made
+	// (0: unknown). Fresh pages past it, and the page cache that reads of
+	// uncached checkpoint pages fill, cost the reclaim rate to touch.
+	FreeBytes int64 `json:"free_bytes,omitempty"`
 }
 
 // DefaultRequest is Wan 2.1's reference request: 81 frames at 480×832,

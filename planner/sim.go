@@ -94,6 +94,9 @@ type sim struct {
 	live      map[int]liveTensor
 	err       error
 	peakJoint int64
+	// free is the memory the kernel can still hand out without evicting
+	// (touchTime); negative: unknown, never runs out.
+	free int64
 }
 
 type liveTensor struct {
@@ -103,7 +106,10 @@ type liveTensor struct {
 
 func newSim(hw hwprofile.Profile, b Budgets) *sim {
 	s := &sim{hw: hw, dev: newAllocModel(b.DeviceBytes), host: newAllocModel(b.HostBytes),
-		byName: map[string]*simComp{}, live: map[int]liveTensor{}}
+		byName: map[string]*simComp{}, live: map[int]liveTensor{}, free: -1}
+	if b.FreeBytes > 0 {
+		s.free = b.FreeBytes
+	}
 	s.dev.reclaim = s.reclaim
 	joint := func() { s.peakJoint = max(s.peakJoint, s.dev.Reserved+s.host.Reserved) }
 	s.dev.observe, s.host.observe = joint, joint
@@ -201,7 +207,7 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 		// The read lands in fresh host pages. Their first touch is CPU
 		// work that hides behind a slow disk (readahead keeps it busy)
 		// but not behind a fast one.
-		touch = float64(s.host.Mapped-hostMapped) / pageSize * s.hw.FirstTouchUsPerPage * 1e-6
+		touch = s.touchTime(s.host.Mapped - hostMapped)
 		diskRead = s.readTime(x)
 		read = max(diskRead, touch)
 		cs.stats.bytesDisk += x.rawBytes
@@ -217,7 +223,7 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 		read = diskRead
 		cs.stats.bytesDisk += x.rawBytes
 	}
-	upload := float64(x.devBytes)/s.uploadRate(cs.storage) + float64(fresh)/pageSize*s.hw.FirstTouchUsPerPage*1e-6
+	upload := float64(x.devBytes)/s.uploadRate(cs.storage) + s.touchTime(fresh)
 	dur := read + upload
 	x.queued, x.started, x.buf = false, true, buf
 	x.finish = start + dur
@@ -246,7 +252,29 @@ func (s *sim) readTime(x *simBlock) float64 {
 	}
 	x.reads++
 	raw := float64(x.rawBytes)
+	s.useFree(int64(raw * cold)) // the page cache grows by what the disk gives
 	return raw*cold/(s.hw.DiskGBps*1e9) + raw*(1-cold)/(s.hw.PageCacheGBps*1e9)
+}
+
+// touchTime prices the first touch of fresh pages: at the calibrated rate
+// while the kernel has free memory, at the reclaim rate past it, where it
+// must evict page cache for each page and huge pages fall back to 4 KiB
+// ones. (Host copies of a checkpoint larger than the free memory cost 4-10
+// µs per page here against the 0.5-1 µs calibrate measures.)
+func (s *sim) touchTime(fresh int64) float64 {
+	slow := fresh - s.useFree(fresh)
+	return (float64(fresh-slow)*s.hw.FirstTouchUsPerPage + float64(slow)*s.hw.ReclaimTouchUsPerPage) / pageSize * 1e-6
+}
+
+// useFree takes up to n bytes of the free memory and returns how many it
+// got (all of them when the free memory is unknown).
+func (s *sim) useFree(n int64) int64 {
+	if s.free < 0 {
+		return n
+	}
+	got := min(n, s.free)
+	s.free -= got
+	return got
 }
 
 func (s *sim) uploadRate(storage dtype.DType) float64 {
@@ -358,7 +386,7 @@ func (s *sim) run(cs *simComp, c call) {
 		s.advance(s.now)
 		s.apply(ev, cs.acts)
 	}
-	touch := float64(cs.acts.Mapped-mapped) / pageSize * s.hw.FirstTouchUsPerPage * 1e-6
+	touch := s.touchTime(cs.acts.Mapped - mapped)
 	s.now = t0 + dur + touch
 	cs.stats.compute += dur + touch
 	s.advance(s.now)
