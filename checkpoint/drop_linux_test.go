@@ -136,26 +136,7 @@ func TestDropCacheLowersRSS(t *testing.T) {
 // of a file just read is cached, and after a drop most of it is not.
 func TestPageCached(t *testing.T) {
 	const n = 1 << 20
-	path := filepath.Join(t.TempDir(), "c.safetensors")
-	if err := WriteFile(path, []RawTensor{{Name: "a", DType: dtype.F32, Shape: []int{n / 4}, Data: make([]byte, n)}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if w, err := os.OpenFile(path, os.O_RDWR, 0); err != nil {
-		t.Fatal(err)
-	} else if err := w.Sync(); err != nil { // dirty pages cannot be dropped
-		t.Fatal(err)
-	} else {
-		w.Close()
-	}
-	s, err := OpenSet(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	a, _ := s.Lookup("a")
-	if err := s.ReadAt(a, make([]byte, n)); err != nil {
-		t.Fatal(err)
-	}
+	s, path := readSynced(t, n)
 	cached, total, err := s.PageCached()
 	if err != nil {
 		t.Fatal(err)
@@ -163,8 +144,7 @@ func TestPageCached(t *testing.T) {
 	if cached != total || total <= n {
 		t.Fatalf("after reading everything: %d of %d bytes cached, want all", cached, total)
 	}
-	var fs unix.Statfs_t
-	if err := unix.Statfs(path, &fs); err == nil && fs.Type == unix.TMPFS_MAGIC {
+	if onTmpfs(path) {
 		t.Log("tmpfs keeps its pages: the drop half of the test does not apply")
 		return
 	}
@@ -183,31 +163,11 @@ func TestPageCached(t *testing.T) {
 // limit, and leaves them cached: a fully cached file probes as nothing.
 func TestProbeUncached(t *testing.T) {
 	const n = 4 * ProbeChunk
-	path := filepath.Join(t.TempDir(), "p.safetensors")
-	if err := WriteFile(path, []RawTensor{{Name: "a", DType: dtype.F32, Shape: []int{n / 4}, Data: make([]byte, n)}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if w, err := os.OpenFile(path, os.O_RDWR, 0); err != nil {
-		t.Fatal(err)
-	} else if err := w.Sync(); err != nil {
-		t.Fatal(err)
-	} else {
-		w.Close()
-	}
-	s, err := OpenSet(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	a, _ := s.Lookup("a")
-	if err := s.ReadAt(a, make([]byte, n)); err != nil {
-		t.Fatal(err)
-	}
+	s, path := readSynced(t, n)
 	if p, err := s.ProbeUncached(n); err != nil || p.Bytes != 0 {
 		t.Fatalf("probe of a cached file: %+v, %v; want nothing read", p, err)
 	}
-	var fs unix.Statfs_t
-	if err := unix.Statfs(path, &fs); err == nil && fs.Type == unix.TMPFS_MAGIC {
+	if onTmpfs(path) {
 		t.Log("tmpfs keeps its pages: the uncached half of the test does not apply")
 		return
 	}
@@ -236,4 +196,38 @@ func TestProbeUncached(t *testing.T) {
 	if rest.Bytes+p.Bytes > n {
 		t.Errorf("second probe read %d bytes after %d of a %d-byte tensor: it read cached chunks", rest.Bytes, p.Bytes, n)
 	}
+}
+
+// readSynced writes a checkpoint of one n-byte tensor, syncs it (dirty
+// pages cannot be dropped), opens it and reads the tensor, so that all of
+// it is in the page cache. The set closes with the test.
+func readSynced(t *testing.T, n int) (*Set, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "c.safetensors")
+	if err := WriteFile(path, []RawTensor{{Name: "a", DType: dtype.F32, Shape: []int{n / 4}, Data: make([]byte, n)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := os.OpenFile(path, os.O_RDWR, 0); err != nil {
+		t.Fatal(err)
+	} else if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	} else {
+		w.Close()
+	}
+	s, err := OpenSet(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	a, _ := s.Lookup("a")
+	if err := s.ReadAt(a, make([]byte, n)); err != nil {
+		t.Fatal(err)
+	}
+	return s, path
+}
+
+// onTmpfs says path is on tmpfs, which keeps its pages through a drop.
+func onTmpfs(path string) bool {
+	var fs unix.Statfs_t
+	return unix.Statfs(path, &fs) == nil && fs.Type == unix.TMPFS_MAGIC
 }
