@@ -80,7 +80,8 @@ func (j *wanJob) SetProgress(onStep, onFrame func(done, total int)) {
 	j.p.OnStep, j.p.OnFrame = onStep, onFrame
 }
 
-// Plan profiles the folder for the planner: configs only, no weights.
+// Plan profiles the folder for the planner from its configs, after
+// timing a read of up to 64 MiB of its uncached weights (MeasureFolder).
 func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
 	prof, err := planner.MeasureFolder(j.dir)
 	if err != nil {

@@ -84,8 +84,8 @@ type Profile struct {
 	// ReclaimTouchUsPerPage is the first touch of a fresh page when the
 	// kernel has no free memory left and must evict page cache for it
 	// (huge pages then fall back to 4 KiB ones). Not measured by
-	// calibrate: the default is what host copies past the free memory
-	// cost in the Wan2.1-1.3B sweeps here, 4-10 µs per page.
+	// calibrate: the default is of the order host copies of the
+	// Wan2.1-1.3B checkpoint cost here, 2-10 µs per page.
 	ReclaimTouchUsPerPage float64 `json:"reclaim_touch_us_per_page"`
 
 	// DiskGBps is the figure used for reads from checkpoints. When the
@@ -288,7 +288,6 @@ func Flags() []Flag {
 	return out
 }
 
-// Set overrides one figure by its flag name, e.g. Set("disk-gbps", 1.5).
 // MinDiskProbeBytes is the least a read of the checkpoint itself must
 // cover before its rate replaces the profile's disk figure.
 const MinDiskProbeBytes = 8 << 20
@@ -306,6 +305,7 @@ func (p *Profile) UseCheckpointRead(bytes int64, gbps float64) {
 	p.DiskNote = fmt.Sprintf("read %d MiB of the checkpoint outside the page cache at %.2f GB/s", bytes>>20, gbps)
 }
 
+// Set overrides one figure by its flag name, e.g. Set("disk-gbps", 1.5).
 func (p *Profile) Set(name string, v float64) error {
 	name = strings.TrimLeft(name, "-")
 	fraction := name == "copy-overlap" || name == "disk-cpu"

@@ -24,6 +24,10 @@ func ProfileFromFolder(dir string) (*Profile, error) {
 		return nil, fmt.Errorf("planner: %w", err)
 	}
 	defer f.Close()
+	return profileFolder(f, dir)
+}
+
+func profileFolder(f *checkpoint.Folder, dir string) (*Profile, error) {
 	raw := map[string][]byte{}
 	for _, name := range []string{TextEncoder, Transformer, VAE} {
 		c, err := f.Component(name)
@@ -73,11 +77,16 @@ const diskProbeBytes = 64 << 20
 // spread over the components by size (Profile.DiskRead). The pages read
 // stay cached, and the profile's Cached fractions count them.
 func MeasureFolder(dir string) (*Profile, error) {
-	probe, err := probeFolder(dir)
+	f, err := checkpoint.OpenFolder(dir)
+	if err != nil {
+		return nil, fmt.Errorf("planner: %w", err)
+	}
+	defer f.Close()
+	probe, err := probeFolder(f)
 	if err != nil {
 		return nil, err
 	}
-	p, err := ProfileFromFolder(dir)
+	p, err := profileFolder(f, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -85,12 +94,7 @@ func MeasureFolder(dir string) (*Profile, error) {
 	return p, nil
 }
 
-func probeFolder(dir string) (checkpoint.Probe, error) {
-	f, err := checkpoint.OpenFolder(dir)
-	if err != nil {
-		return checkpoint.Probe{}, fmt.Errorf("planner: %w", err)
-	}
-	defer f.Close()
+func probeFolder(f *checkpoint.Folder) (checkpoint.Probe, error) {
 	var sets []*checkpoint.Set
 	var all int64
 	for _, name := range []string{TextEncoder, Transformer, VAE} {
@@ -110,7 +114,9 @@ func probeFolder(dir string) (checkpoint.Probe, error) {
 		share := diskProbeBytes * w.TotalBytes() / max(all, 1)
 		p, err := w.ProbeUncached(max(share, checkpoint.ProbeChunk))
 		if err != nil {
-			// No residency query here (not Linux): keep the profile's figure.
+			// The probe cannot run (no residency query on this OS, or a
+			// read failed, which the run itself will report): plan with
+			// the profile's disk figure.
 			return checkpoint.Probe{}, nil
 		}
 		probe = probe.Add(p)

@@ -259,8 +259,8 @@ func (s *sim) readTime(x *simBlock) float64 {
 // touchTime prices the first touch of fresh pages: at the calibrated rate
 // while the kernel has free memory, at the reclaim rate past it, where it
 // must evict page cache for each page and huge pages fall back to 4 KiB
-// ones. (Host copies of a checkpoint larger than the free memory cost 4-10
-// µs per page here against the 0.5-1 µs calibrate measures.)
+// ones. (Host copies of the 1.3B checkpoint cost 2-10 µs per page here
+// against the 0.5-1 µs calibrate measures.)
 func (s *sim) touchTime(fresh int64) float64 {
 	slow := fresh - s.useFree(fresh)
 	return (float64(fresh-slow)*s.hw.FirstTouchUsPerPage + float64(slow)*s.hw.ReclaimTouchUsPerPage) / pageSize * 1e-6
