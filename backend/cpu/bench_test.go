@@ -341,16 +341,7 @@ func BenchmarkAttentionVsGEMM(b *testing.B) {
 				}
 			}}
 			a, w, y := x.rand(l, 1536).F32(), x.rand(1536, 1536).F32(), x.empty(l, 1536).F32()
-			pw, err := g.PackB(nil, true, 1536, 1536, w, 1536)
-			if err != nil {
-				b.Fatal(err)
-			}
-			linear := gemmtest.Side{Name: "gemm", Flops: 2 * float64(l) * 1536 * 1536, Run: func() {
-				if err := g.SgemmPacked(false, l, 1, a, 1536, pw, 0, y, 1536); err != nil {
-					b.Fatal(err)
-				}
-			}}
-			gemmtest.Paired(b, attn, linear)
+			gemmtest.Paired(b, attn, gemmtest.Linear(b, "gemm", g, l, 1536, 1536, a, w, y))
 		})
 	}
 }

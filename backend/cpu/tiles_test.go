@@ -29,9 +29,12 @@ func TestConformanceSmallTiles(t *testing.T) {
 func TestConformanceAttentionSplits(t *testing.T) {
 	saved := attnHeadsPerWorker
 	t.Cleanup(func() { attnHeadsPerWorker = saved })
-	for name, perWorker := range map[string]int{"by heads": 0, "by query tiles": 1 << 30} {
-		t.Run(name, func(t *testing.T) {
-			attnHeadsPerWorker = perWorker
+	for _, split := range []struct {
+		name      string
+		perWorker int
+	}{{"by heads", 0}, {"by query tiles", 1 << 30}} {
+		t.Run(split.name, func(t *testing.T) {
+			attnHeadsPerWorker = split.perWorker
 			backendtest.Run(t, func(c int64) tensor.Backend { return New(NewDevice(c), gemm.DefaultGo()) })
 		})
 	}

@@ -246,16 +246,7 @@ func BenchmarkPaired(b *testing.B) {
 
 // packedSide is g's product over B packed once.
 func packedSide(b *testing.B, name string, g *gemm.Go, ops *benchOperands) gemmtest.Side {
-	m, n, k := ops.m, ops.n, ops.k
-	pk, err := g.PackB(nil, true, n, k, ops.b, k)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return gemmtest.Side{Name: name, Flops: 2 * float64(m) * float64(n) * float64(k), Run: func() {
-		if err := g.SgemmPacked(false, m, 1, ops.a, k, pk, 0, ops.c, n); err != nil {
-			b.Fatal(err)
-		}
-	}}
+	return gemmtest.Linear(b, name, g, ops.m, ops.n, ops.k, ops.a, ops.b, ops.c)
 }
 
 // packedBF16Side is g's product over B rounded to bf16 and packed once.

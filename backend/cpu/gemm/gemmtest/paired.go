@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"ferry/backend/cpu/gemm"
 )
 
 // Side is one of the two things Paired times: a name for its metrics, its
@@ -16,11 +18,25 @@ type Side struct {
 	After func()
 }
 
-// Paired times a and b alternately, once each per benchmark iteration
+// Linear is g's product C[m×n] = A[m×k]·Bᵀ with B ([n, k], a Linear's
+// weight) packed once, as Linear runs it: a Side named name.
+func Linear(tb testing.TB, name string, g *gemm.Go, m, n, k int, a, b, c []float32) Side {
+	pk, err := g.PackB(nil, true, n, k, b, k)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return Side{Name: name, Flops: 2 * float64(m) * float64(n) * float64(k), Run: func() {
+		if err := g.SgemmPacked(false, m, 1, a, k, pk, 0, c, n); err != nil {
+			tb.Fatal(err)
+		}
+	}}
+}
+
+// Paired times a and c alternately, once each per benchmark iteration
 // after a warm-up of each, and reports their median GFLOP/s ("a-GFLOP/s")
-// and the median over the pairs of a's rate over b's ("ratio"). A ratio
+// and the median over the pairs of a's rate over c's ("ratio"). A ratio
 // taken pair by pair shrugs off the drifts and bursts of a shared machine,
-// which separate runs of a and b each catch differently.
+// which separate runs of a and c each catch differently.
 func Paired(b *testing.B, a, c Side) {
 	timed(a)
 	timed(c)
