@@ -24,6 +24,8 @@ var attentionCases = []struct {
 	{attnCase: attnCase{b: 1, lq: 200, lk: 33, h: 4, d: 5, scale: 0.5, biasShape: []int{1, 4, 1, 33}}},
 	{attnCase: attnCase{b: 2, lq: 9, lk: 129, h: 3, d: 20, scale: 1, biasShape: []int{2, 3, 9, 129}}},
 	{attnCase: attnCase{b: 1, lq: 300, lk: 300, h: 1, d: 128, scale: float32(1 / math.Sqrt(128))}},
+	{attnCase: attnCase{b: 2, lq: 131, lk: 517, h: 3, d: 64, scale: 0.125}},
+	{attnCase: attnCase{b: 1, lq: 70, lk: 260, h: 2, d: 72, scale: 0.2}},
 }
 
 // testAttention compares with refAttention, whose tolerance is derived

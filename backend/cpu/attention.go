@@ -19,7 +19,8 @@ import (
 // halve the passes over each head's packed keys and values; a sweep
 // (BenchmarkAttentionTiles) found 128×256 within noise of the best at
 // D = 64 and 128. (Variables only so that tests can shrink them; the packed
-// path rounds the key tile to the GEMM's panel width.)
+// paths round the key tile down to a multiple of the GEMM's panel: its
+// column panel row-wise, its row panel, 14 with AVX-512, transposed.)
 var (
 	attnTileQ = 128
 	attnTileK = 256
@@ -30,17 +31,18 @@ var (
 
 // attnScratch is one worker's memory for one query tile.
 type attnScratch struct {
-	s       []float32 // scores, then probabilities, of one key tile
-	o       []float32 // unnormalised output rows
-	m, l    []float32 // running max and sum per row
-	mx, cor []float32 // per row: the max after this tile, the rescale factor
+	s            []float32 // scores, then probabilities, of one key tile
+	o            []float32 // unnormalised output rows
+	m, l         []float32 // running max and sum per row
+	mx, cor, sum []float32 // per row: the max after this tile, the rescale factor, the tile's sum
+	q            []float32 // the query tile packed (transposed scores)
 }
 
 var attnScratchPool sync.Pool
 
 // getAttnScratch returns scratch for query tiles of attnTileQ rows, key
-// tiles of tk and head dimension d.
-func getAttnScratch(d, tk int) *attnScratch {
+// tiles of tk, head dimension d and a packed query tile of qLen floats.
+func getAttnScratch(d, tk, qLen int) *attnScratch {
 	sc, _ := attnScratchPool.Get().(*attnScratch)
 	if sc == nil || cap(sc.s) < attnTileQ*tk || cap(sc.m) < attnTileQ {
 		sc = &attnScratch{
@@ -49,10 +51,14 @@ func getAttnScratch(d, tk int) *attnScratch {
 			l:   make([]float32, attnTileQ),
 			mx:  make([]float32, attnTileQ),
 			cor: make([]float32, attnTileQ),
+			sum: make([]float32, attnTileQ),
 		}
 	}
 	if cap(sc.o) < attnTileQ*d {
 		sc.o = make([]float32, attnTileQ*d)
+	}
+	if cap(sc.q) < qLen {
+		sc.q = make([]float32, qLen)
 	}
 	return sc
 }
@@ -81,13 +87,19 @@ func (be *Backend) Attention(dst, q, k, v, bias *tensor.Tensor, scale float32) e
 		fillT(be.pool, p.out, float32(math.NaN()))
 		return nil
 	}
+	if tp, ok := be.tiles.(gemm.TilePacker); ok && p.bias == nil {
+		th := newTransposedLayout(&p, tp)
+		return be.attentionPacked(&p, th.tk, th.qLen, func() headRunner { return newTransposedHead(th) })
+	}
 	if pk, ok := be.tiles.(gemm.PanelPacker); ok {
-		return be.attentionPacked(&p, pk)
+		nr := pk.PanelWidth()
+		tk := max(nr, attnTileK/nr*nr) // key tiles start on panel boundaries
+		return be.attentionPacked(&p, tk, 0, func() headRunner { return newHeadPack(&p, pk, tk) })
 	}
 	items := p.b * p.heads * p.tilesPerQuery
 	mul := plainProducts{g: be.tiles, p: &p}
 	be.pool.For(items, 1, func(lo, hi int) {
-		sc := getAttnScratch(p.d, attnTileK)
+		sc := getAttnScratch(p.d, attnTileK, 0)
 		for it := lo; it < hi; it++ {
 			qt := it % p.tilesPerQuery
 			bh := it / p.tilesPerQuery
@@ -98,47 +110,58 @@ func (be *Backend) Attention(dst, q, k, v, bias *tensor.Tensor, scale float32) e
 	return nil
 }
 
-// attentionPacked multiplies by keys and values packed into the GEMM's
-// panel layout once per (batch, head). Packing per query tile instead moved
-// every key and value once per tile, costing about as much as the products
-// themselves.
+// headRunner holds one head's keys and values packed for the tile GEMM
+// and computes the head's query tiles from them.
+type headRunner interface {
+	// pack packs the keys and values of head bh (batch bh/H, head bh%H);
+	// run runs its two pieces, the keys and the values.
+	pack(bh int, run func(n int, fn func(i int))) error
+	// tile computes query tile qt of head bh, packed last.
+	tile(sc *attnScratch, bh, qt int)
+	// release returns the packing buffer.
+	release()
+}
+
+// attentionPacked multiplies by keys and values packed once per (batch,
+// head) (newRunner makes the holder of one head's packing; tk is its key
+// tile and qLen the packed query tile it needs). Packing per query tile
+// instead moved every key and value once per tile, costing about as much
+// as the products themselves.
 //
 // With attnHeadsPerWorker heads per worker, each worker packs and runs whole
 // heads on its own: no barrier between heads, and the packing runs on every
 // core at once. With fewer, the heads run one at a time: two workers pack
 // the keys and the values, then the pool shares the head's query tiles.
-func (be *Backend) attentionPacked(p *attnProblem, pk gemm.PanelPacker) error {
-	nr := pk.PanelWidth()
-	tk := max(nr, attnTileK/nr*nr) // key tiles start on panel boundaries
+func (be *Backend) attentionPacked(p *attnProblem, tk, qLen int, newRunner func() headRunner) error {
 	heads := p.b * p.heads
 	if heads >= attnHeadsPerWorker*be.pool.Workers() {
 		errs := make([]error, heads)
 		be.pool.For(heads, 1, func(lo, hi int) {
-			hp := newHeadPack(p, pk, tk)
-			defer hp.release()
-			sc := getAttnScratch(p.d, tk)
+			hr := newRunner()
+			defer hr.release()
+			sc := getAttnScratch(p.d, tk, qLen)
 			defer attnScratchPool.Put(sc)
 			for bh := lo; bh < hi; bh++ {
-				if errs[bh] = hp.pack(bh, sequential); errs[bh] != nil {
+				if errs[bh] = hr.pack(bh, sequential); errs[bh] != nil {
 					return
 				}
 				for qt := range p.tilesPerQuery {
-					p.tile(sc, hp.mul, bh/p.heads, bh%p.heads, qt, tk)
+					hr.tile(sc, bh, qt)
 				}
 			}
 		})
 		return errors.Join(errs...)
 	}
-	hp := newHeadPack(p, pk, tk)
-	defer hp.release()
+	hr := newRunner()
+	defer hr.release()
 	for bh := range heads {
-		if err := hp.pack(bh, be.pool.Run); err != nil {
+		if err := hr.pack(bh, be.pool.Run); err != nil {
 			return err
 		}
 		be.pool.For(p.tilesPerQuery, 1, func(lo, hi int) {
-			sc := getAttnScratch(p.d, tk)
+			sc := getAttnScratch(p.d, tk, qLen)
 			for qt := lo; qt < hi; qt++ {
-				p.tile(sc, hp.mul, bh/p.heads, bh%p.heads, qt, tk)
+				hr.tile(sc, bh, qt)
 			}
 			attnScratchPool.Put(sc)
 		})
@@ -154,8 +177,9 @@ func sequential(n int, fn func(i int)) {
 	}
 }
 
-// headPack holds one head's keys and values packed into panels, in a
-// buffer from packScratchPool.
+// headPack holds one head's keys and values packed into column panels,
+// in a buffer from packScratchPool: the scores are computed row by row,
+// S = Q·Kᵀ (the path for attention with a bias).
 type headPack struct {
 	p          *attnProblem
 	pk         gemm.PanelPacker
@@ -174,8 +198,10 @@ func newHeadPack(p *attnProblem, pk gemm.PanelPacker, tk int) *headPack {
 
 func (hp *headPack) release() { packScratchPool.Put(hp.buf) }
 
-// pack packs the keys and values of head bh (batch bh/H, head bh%H); run
-// runs its two pieces, the keys and the values.
+func (hp *headPack) tile(sc *attnScratch, bh, qt int) {
+	hp.p.tile(sc, hp.mul, bh/hp.p.heads, bh%hp.p.heads, qt, hp.mul.tk)
+}
+
 func (hp *headPack) pack(bh int, run func(n int, fn func(i int))) error {
 	p, m := hp.p, &hp.mul
 	ld := p.heads * p.d
@@ -300,7 +326,6 @@ func planAttention(dst, q, k, v, bias *tensor.Tensor, scale float32) (attnProble
 func (p *attnProblem) tile(sc *attnScratch, mul tileProducts, b, h, qt, tk int) {
 	q0 := qt * attnTileQ
 	mq := min(attnTileQ, p.lq-q0)
-	ld := p.heads * p.d // row stride of every operand in [B, L, H, D]
 	qOff := ((b*p.lq+q0)*p.heads + h) * p.d
 
 	o := sc.o[:mq*p.d]
@@ -319,12 +344,17 @@ func (p *attnProblem) tile(sc *attnScratch, mul tileProducts, b, h, qt, tk int) 
 		onlineSoftmax(s, o, nk, p.d, m, l, sc.mx[:mq], sc.cor[:mq])
 		mul.accumulate(o, s, b, h, mq, k0, nk)
 	}
-	for i := range mq {
-		out := p.out[qOff+i*ld : qOff+i*ld+p.d]
-		inv := 1 / l[i]
-		for j, x := range o[i*p.d : (i+1)*p.d] {
-			out[j] = x * inv
-		}
+	p.store(o, l, qOff)
+}
+
+// store divides the accumulated output rows o of a query tile by their
+// sums l and writes them to the output rows starting at element qOff.
+func (p *attnProblem) store(o, l []float32, qOff int) {
+	ld := p.heads * p.d
+	for i, li := range l {
+		row := o[i*p.d : (i+1)*p.d]
+		scaleRow(row, 1/li)
+		copy(p.out[qOff+i*ld:qOff+i*ld+p.d], row)
 	}
 }
 

@@ -4,7 +4,7 @@ import "math"
 
 // Row kernels of the online softmax. Each has a portable Go version here;
 // on amd64 with AVX-512 the exported-to-package variables below are
-// replaced by assembly (rows_amd64.go).
+// replaced by assembly (simd_amd64.go).
 var (
 	// rowMax returns the largest of init and the elements of s.
 	rowMax = rowMaxGo
@@ -19,7 +19,41 @@ var (
 	sqAcc = sqAccGo
 	// mulScale sets d[i] = (r[i]·c)·x[i] (x and r at least as long as d).
 	mulScale = mulScaleGo
+
+	// Column kernels of the transposed online softmax: s holds rows of
+	// len(mx) columns (the scores of query c in column c).
+
+	// colMax sets mx[c] to the largest of mx[c] and every s[r·cols + c].
+	colMax = colMaxGo
+	// expCols replaces every s[r·cols + c] by exp(s[r·cols + c] - mx[c])
+	// and adds it to sum[c] (mx and sum have cols elements).
+	expCols = expColsGo
 )
+
+func colMaxGo(mx, s []float32) {
+	cols := len(mx)
+	for r := 0; r+cols <= len(s); r += cols {
+		for c, x := range s[r : r+cols] {
+			if x > mx[c] {
+				mx[c] = x
+			}
+		}
+	}
+}
+
+// expColsGo rounds x - mx[c] to float32 first, as the vector version does.
+func expColsGo(s, mx, sum []float32) {
+	cols := len(mx)
+	sum = sum[:cols]
+	for r := 0; r+cols <= len(s); r += cols {
+		row := s[r : r+cols]
+		for c, x := range row {
+			e := float32(math.Exp(float64(x - mx[c])))
+			row[c] = e
+			sum[c] += e
+		}
+	}
+}
 
 func sqAccGo(acc, x []float32) {
 	x = x[:len(acc)]

@@ -49,6 +49,17 @@ func init() {
 			mulScaleAVX512(&d[0], &x[0], &r[0], len(d), c)
 		}
 	}
+	colMax = func(mx, s []float32) {
+		if rows := len(s) / max(len(mx), 1); rows > 0 && len(mx) > 0 {
+			colMaxAVX512(&mx[0], &s[0], rows, len(mx))
+		}
+	}
+	expCols = func(s, mx, sum []float32) {
+		if rows := len(s) / max(len(mx), 1); rows > 0 && len(mx) > 0 {
+			_ = sum[len(mx)-1]
+			expColsAVX512(&s[0], &mx[0], &sum[0], rows, len(mx))
+		}
+	}
 	// The float32 vector versions of these are within a few ulps of the
 	// exact values (simd_test.go measures them), as PyTorch's are.
 	for op, f := range map[tensor.UnaryOp]func(d, x *float32, n int){
@@ -77,6 +88,12 @@ func rowMaxAVX512(s *float32, n int, init float32) float32
 
 //go:noescape
 func expShiftAVX512(s *float32, n int, m float32) float32
+
+//go:noescape
+func colMaxAVX512(mx, s *float32, rows, cols int)
+
+//go:noescape
+func expColsAVX512(s, mx, sum *float32, rows, cols int)
 
 //go:noescape
 func scaleRowAVX512(s *float32, n int, c float32)

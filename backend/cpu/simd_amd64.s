@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// AVX-512 row kernels of the online softmax (see rows_amd64.go). Every
+// AVX-512 row kernels of the online softmax (see simd_amd64.go). Every
 // loop takes 16 floats at a time and finishes with one masked step.
 
 // TAILMASK sets K1 to the low CX bits (CX < 16).
@@ -131,6 +131,110 @@ expreduce:
 	VPERMILPS     $0xb1, X7, X8
 	VADDPS        X8, X7, X7
 	VMOVSS        X7, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// Column kernels of the transposed online softmax: s holds rows rows of
+// cols floats; each takes 16 columns at a time (the last block masked) down
+// every row.
+
+// func colMaxAVX512(mx, s *float32, rows, cols int)
+//
+// mx[c] = max(mx[c], s[r·cols + c]) over every row r. Two running maxima
+// (even and odd rows) halve the chain of dependent VMAXPS.
+TEXT ·colMaxAVX512(SB), NOSPLIT, $0-32
+	MOVQ mx+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ rows+16(FP), DX
+	MOVQ cols+24(FP), CX
+	MOVQ CX, BX
+	SHLQ $2, BX // row stride in bytes
+
+cmblock:
+	MOVL $0xffff, AX // K1: all 16 columns, or the CX < 16 left
+	CMPQ CX, $16
+	JGE  cmmask
+	TAILMASK
+
+cmmask:
+	KMOVW AX, K1
+	VMOVUPS.Z (DI), K1, Z0
+	VMOVAPS   Z0, Z2
+	MOVQ      SI, R8
+	MOVQ      DX, R9
+
+cmpair:
+	CMPQ      R9, $2
+	JLT       cmlast
+	VMOVUPS.Z (R8), K1, Z1
+	VMAXPS    Z1, Z0, Z0
+	VMOVUPS.Z (R8)(BX*1), K1, Z3
+	VMAXPS    Z3, Z2, Z2
+	LEAQ      (R8)(BX*2), R8
+	SUBQ      $2, R9
+	JMP       cmpair
+
+cmlast:
+	TESTQ     R9, R9
+	JEQ       cmstore
+	VMOVUPS.Z (R8), K1, Z1
+	VMAXPS    Z1, Z0, Z0
+
+cmstore:
+	VMAXPS  Z2, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+	ADDQ    $64, DI
+	ADDQ    $64, SI
+	SUBQ    $16, CX
+	JG      cmblock
+	VZEROUPPER
+	RET
+
+// func expColsAVX512(s, mx, sum *float32, rows, cols int)
+//
+// s[r·cols + c] = exp(s[r·cols + c] - mx[c]), and sum[c] += each of them.
+TEXT ·expColsAVX512(SB), NOSPLIT, $0-40
+	MOVQ s+0(FP), SI
+	MOVQ mx+8(FP), DI
+	MOVQ sum+16(FP), R10
+	MOVQ rows+24(FP), DX
+	MOVQ cols+32(FP), CX
+	MOVQ CX, BX
+	SHLQ $2, BX
+	EXPCONSTS
+
+ecblock:
+	MOVL $0xffff, AX // K1: all 16 columns, or the CX < 16 left
+	CMPQ CX, $16
+	JGE  ecmask
+	TAILMASK
+
+ecmask:
+	KMOVW AX, K1
+	VMOVUPS.Z (DI), K1, Z1
+	VMOVUPS.Z (R10), K1, Z7
+	MOVQ      SI, R8
+	MOVQ      DX, R9
+
+ecrow:
+	TESTQ     R9, R9
+	JEQ       ecstore
+	VMOVUPS.Z (R8), K1, Z0
+	VSUBPS    Z1, Z0, Z0
+	EXP
+	VMOVUPS   Z9, K1, (R8)
+	VADDPS    Z9, Z7, Z7
+	ADDQ      BX, R8
+	DECQ      R9
+	JMP       ecrow
+
+ecstore:
+	VMOVUPS Z7, K1, (R10)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	ADDQ    $64, R10
+	SUBQ    $16, CX
+	JG      ecblock
 	VZEROUPPER
 	RET
 

@@ -221,3 +221,52 @@ func TestVectorUnaryAccuracy(t *testing.T) {
 		}
 	}
 }
+
+// TestColumnKernels checks colMax and expCols against their Go versions
+// for every column tail and a few row counts, and that they leave the
+// element past the tile alone.
+func TestColumnKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, rows := range []int{1, 2, 3, 17} {
+		for cols := 1; cols <= 50; cols++ {
+			s := make([]float32, rows*cols+1)
+			for i := range s {
+				s[i] = float32(rng.NormFloat64() * 5)
+			}
+			sentinel := s[rows*cols]
+			mx, want := make([]float32, cols), make([]float32, cols)
+			for c := range mx {
+				mx[c] = float32(rng.NormFloat64() * 5)
+			}
+			copy(want, mx)
+			colMax(mx, s[:rows*cols])
+			colMaxGo(want, s[:rows*cols])
+			for c := range mx {
+				if mx[c] != want[c] {
+					t.Fatalf("rows=%d cols=%d: max of column %d = %g, want %g", rows, cols, c, mx[c], want[c])
+				}
+			}
+			ref := append([]float32(nil), s[:rows*cols]...)
+			sum, refSum := make([]float32, cols), make([]float32, cols)
+			for c := range sum {
+				sum[c] = float32(c)
+				refSum[c] = float32(c)
+			}
+			expCols(s[:rows*cols], mx, sum)
+			expColsGo(ref, want, refSum)
+			for i := range ref {
+				if ulps(s[i], ref[i]) > 1 {
+					t.Fatalf("rows=%d cols=%d: element %d = %g, want %g", rows, cols, i, s[i], ref[i])
+				}
+			}
+			for c := range sum {
+				if math.Abs(float64(sum[c]-refSum[c])) > 1e-6*float64(refSum[c]) {
+					t.Fatalf("rows=%d cols=%d: sum of column %d = %g, want %g", rows, cols, c, sum[c], refSum[c])
+				}
+			}
+			if s[rows*cols] != sentinel {
+				t.Fatalf("rows=%d cols=%d: wrote past the tile", rows, cols)
+			}
+		}
+	}
+}

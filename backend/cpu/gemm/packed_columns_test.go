@@ -46,3 +46,75 @@ func TestPackedColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestPackedAB multiplies row views of a packed A by column views of a
+// packed B, both ways A can be stored and with beta 0 and 1, and compares
+// each with the naive product of the same rows and columns.
+func TestPackedAB(t *testing.T) {
+	for _, name := range gemm.GoKernels() {
+		g, err := gemm.NewGoKernel(nil, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, n, k := 61, 70, 37
+		rng := rand.New(rand.NewPCG(9, 10))
+		a, b := randSlice(rng, m*k), randSlice(rng, n*k)
+		pb, err := g.PackB(nil, true, n, k, b, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mr, nr := g.RowPanel(), pb.NR()
+		for _, transA := range []bool{false, true} {
+			lda := k
+			if transA {
+				lda = m // a holds Aᵀ: k rows of m
+			}
+			pa, err := g.PackA(nil, transA, m, k, a, lda)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct{ i0, m, j0, n int }{
+				{0, m, 0, n}, {mr, m - mr, nr, n - nr}, {0, mr, 0, 1}, {2 * mr, 2 * mr, nr, 3}, {m / mr * mr, m % mr, 0, n},
+			} {
+				rows, err := pa.Rows(c.i0, c.m)
+				if err != nil {
+					t.Fatalf("%s: rows [%d, %d): %v", name, c.i0, c.i0+c.m, err)
+				}
+				cols, err := pb.Columns(c.j0, c.n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, beta := range []float32{0, 1} {
+					got := randSlice(rng, c.m*c.n)
+					want := append([]float32(nil), got...)
+					if err := g.SgemmPackedAB(0.5, rows, cols, beta, got, c.n); err != nil {
+						t.Fatal(err)
+					}
+					ai := c.i0 * lda
+					if transA {
+						ai = c.i0
+					}
+					gemm.Naive{}.Sgemm(transA, true, c.m, c.n, k, 0.5, a[ai:], lda, b[c.j0*k:], k, beta, want, c.n)
+					for i := range got {
+						if d := got[i] - want[i]; d > 1e-4 || d < -1e-4 {
+							t.Fatalf("%s transA=%v beta=%g: rows [%d, %d) columns [%d, %d): element %d = %g, want %g",
+								name, transA, beta, c.i0, c.i0+c.m, c.j0, c.j0+c.n, i, got[i], want[i])
+						}
+					}
+				}
+			}
+			for _, bad := range []struct{ i0, m int }{{1, 3}, {0, m + 1}, {-mr, 2}, {0, mr + 1}} {
+				if _, err := pa.Rows(bad.i0, bad.m); err == nil {
+					t.Errorf("%s: Rows(%d, %d) accepted", name, bad.i0, bad.m)
+				}
+			}
+		}
+		other, err := g.PackA(nil, false, 3, k+1, a, k+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.SgemmPackedAB(1, other, pb, 0, make([]float32, 3*n), n); err == nil {
+			t.Errorf("%s: product of 3×%d by %d×%d accepted", name, k+1, k, n)
+		}
+	}
+}
