@@ -149,6 +149,8 @@ var convCases = []convCase{
 	{x: []int{1, 64, 4, 12, 13}, w: []int{8, 64, 3, 3, 3}, stride: []int{1, 1, 1}, pad: []int{1, 1, 1}, bias: true},
 	{x: []int{1, 5, 3, 20, 11}, w: []int{6, 5, 1, 1, 1}, stride: []int{1, 1, 1}, pad: []int{0, 0, 0}, bias: true},
 	{x: []int{1, 1, 1, 1}, w: []int{1, 1, 1, 1}, stride: []int{1, 1}, pad: []int{0, 0}},
+	{x: []int{1, 3, 2, 6, 33}, w: []int{5, 3, 3, 3, 3}, stride: []int{1, 1, 1}, pad: []int{1, 1, 1}, bias: true},
+	{x: []int{2, 4, 9, 30}, w: []int{3, 4, 3, 3}, stride: []int{2, 1}, pad: []int{1, 2}},
 }
 
 // testConv compares with refConv (tolerance of a float32 dot product of

@@ -77,6 +77,13 @@ func (be *Backend) Conv(dst, x, w, bias *tensor.Tensor, stride, pad []int) error
 // panels. A tile's [positions, O] result is accumulated in scratch over the
 // K chunks and stored transposed into the [O, P] output with the bias.
 func (be *Backend) convPacked(p *convProblem, pk gemm.Packer) error {
+	tp, _ := pk.(gemm.TilePacker)
+	if tp != nil && !p.gathers(tp.RowPanel()) {
+		tp = nil
+	}
+	if tp != nil {
+		p.kChunk = p.k // no col to bound: one packed operand
+	}
 	chunks := (p.k + p.kChunk - 1) / p.kChunk
 	per := pk.PackedLen(p.o, p.kChunk)
 	wbuf := getScratch(&convWeightPool, chunks*per)
@@ -97,6 +104,21 @@ func (be *Backend) convPacked(p *convProblem, pk gemm.Packer) error {
 		return fmt.Errorf("cpu: conv: pack weights: %w", perr)
 	}
 	tiles := (p.pos + p.tile - 1) / p.tile
+	if tp != nil {
+		be.pool.For(p.n*tiles, 1, func(lo, hi int) {
+			res := getConvScratch(p.tile * p.o)
+			defer convScratchPool.Put(res)
+			tt := tileTapsPool.Get().(*tileTaps)
+			defer tileTapsPool.Put(tt)
+			for it := lo; it < hi; it++ {
+				img, p0 := it/tiles, it%tiles*p.tile
+				np := min(p.tile, p.pos-p0)
+				tt.describe(p, p0, np, tp.RowPanel())
+				p.gatheredTile(tp, packs[0], *res, tt, img, p0, np)
+			}
+		})
+		return nil
+	}
 	be.pool.For(p.n*tiles, 1, func(lo, hi int) {
 		col := getConvScratch(p.kChunk*p.tile + p.tile*p.o)
 		defer convScratchPool.Put(col)
@@ -106,6 +128,19 @@ func (be *Backend) convPacked(p *convProblem, pk gemm.Packer) error {
 		}
 	})
 	return nil
+}
+
+// gatheredTile is packedTile with the input patches gathered straight into
+// the GEMM's row panels (conv_panels.go), one cache block at a time as the
+// GEMM asks for them: no col, and no copy of it into panels.
+func (p *convProblem) gatheredTile(tp gemm.TilePacker, pw *gemm.Packed, res []float32, tt *tileTaps, img, p0, np int) {
+	mr := tp.RowPanel()
+	res = res[:np*p.o]
+	// The pack was made for this problem's sizes: no error.
+	_ = tp.SgemmFilledA(np, p.k, 1, func(dst []float32, i0, rows, r0, steps int) {
+		p.gatherA(dst, tt, img, i0, rows, r0, steps, mr)
+	}, pw, 0, res, p.o)
+	p.storeTile(res, img, p0, np)
 }
 
 // packedTile computes output positions [p0, p0+np) of image img from the
@@ -129,6 +164,12 @@ func (p *convProblem) packedTile(pk gemm.Packer, packs []*gemm.Packed, scratch [
 		// Sizes come from the plan the packs were made for: no error.
 		_ = pk.SgemmPacked(true, np, 1, a, lda, pw, beta, res, p.o)
 	}
+	p.storeTile(res, img, p0, np)
+}
+
+// storeTile writes a tile's [np, O] result transposed into the [O, P]
+// output of image img at position p0, adding the bias.
+func (p *convProblem) storeTile(res []float32, img, p0, np int) {
 	out := p.out[img*p.o*p.pos+p0:]
 	for oc := range p.o {
 		row := out[oc*p.pos : oc*p.pos+np]

@@ -18,11 +18,26 @@ type TilePacker interface {
 	// PackA packs op(A) (m×k; transA: a holds Aᵀ, k×m) into dst, which
 	// must hold PackedALen(m, k) floats; a nil dst is allocated.
 	PackA(dst []float32, transA bool, m, k int, a []float32, lda int) (*PackedA, error)
+	// PackedAView wraps floats already in PackA's layout for an m×k op(A):
+	// panel q (rows [q·RowPanel, …), the last one short) at q·RowPanel·k,
+	// each k steps of its row count.
+	PackedAView(data []float32, m, k int) (*PackedA, error)
 	// SgemmPackedAB computes C = alpha·A·B + beta·C on the calling
-	// goroutine, register tile by register tile. It is meant for tiles:
-	// with no cache blocking it suits a K of a few hundred.
+	// goroutine: a product for work already shared out, such as one tile.
 	SgemmPackedAB(alpha float32, a *PackedA, b *Packed, beta float32, c []float32, ldc int) error
+	// SgemmFilledA computes C = alpha·A·B + beta·C on the calling
+	// goroutine for an m×k A that fill writes straight into the GEMM's
+	// row panels, one cache block at a time, just before the block is
+	// used: convolutions gather input patches this way, never building
+	// the patch matrix.
+	SgemmFilledA(m, k int, alpha float32, fill AFiller, b *Packed, beta float32, c []float32, ldc int) error
 }
+
+// AFiller writes rows [i0, i0+rows) and K steps [p0, p0+steps) of an A
+// operand into dst as row panels: panel q (rows i0+q·RowPanel…, the last
+// one short) at q·RowPanel·steps, each steps steps of its row count. i0
+// is a multiple of RowPanel.
+type AFiller func(dst []float32, i0, rows, p0, steps int)
 
 // PackedA is an A operand (m×k) in a Go kernel's row panels: panel q holds
 // rows [q·mr, min(m, (q+1)·mr)) as k steps of its row count, the layout
@@ -78,9 +93,80 @@ func (g *Go) PackA(dst []float32, transA bool, m, k int, a []float32, lda int) (
 	return pa, nil
 }
 
+// PackedAView wraps data already in PackA's layout for an m×k op(A)
+// (convolutions gather their input patches straight into row panels).
+func (g *Go) PackedAView(data []float32, m, k int) (*PackedA, error) {
+	if m < 0 || k < 0 || len(data) != g.PackedALen(m, k) {
+		return nil, fmt.Errorf("gemm: %d packed floats for a %d×%d operand, want %d", len(data), m, k, g.PackedALen(max(m, 0), max(k, 0)))
+	}
+	return &PackedA{m: m, k: k, mr: g.kern.mr, kernel: g.kern.name, data: data}, nil
+}
+
+// SgemmFilledA computes C = alpha·A·B + beta·C with A written block by
+// block by fill and B packed by this GEMM (see TilePacker).
+func (g *Go) SgemmFilledA(m, k int, alpha float32, fill AFiller, b *Packed, beta float32, c []float32, ldc int) error {
+	kn := g.kern
+	switch {
+	case fill == nil || b == nil:
+		return fmt.Errorf("gemm: filled product with a nil operand")
+	case b.nr != kn.nr:
+		return fmt.Errorf("gemm: B packed for kernel %s, this GEMM runs %s", b.kernel, kn.name)
+	case m < 0 || k != b.k:
+		return fmt.Errorf("gemm: filled product of %d×%d by %d×%d", m, k, b.k, b.n)
+	}
+	if err := checkMatrix("C", m, b.n, len(c), ldc); err != nil {
+		return err
+	}
+	if m == 0 || b.n == 0 {
+		return nil
+	}
+	if k == 0 || alpha == 0 {
+		scaleC(m, b.n, beta, c, ldc)
+		return nil
+	}
+	kc := balancedBlock(k, kn.kc)
+	ws := g.acquire(1, kn.mr*kn.nr, min(kn.mc, roundUp(m, kn.mr))*kc, 0, 0)
+	defer g.release(ws)
+	w := &ws.w[0]
+	g.blocked(m, kc, alpha, b, beta, c, ldc, w.scratch, func(ic, mcb, pc, steps int) func(i, rows int) []float32 {
+		fill(w.a[:mcb*steps], ic, mcb, pc, steps)
+		return func(i, _ int) []float32 { return w.a[(i-ic)*steps:] }
+	})
+	return nil
+}
+
+// blocked computes C = alpha·A·B + beta·C register tile by register tile
+// on the calling goroutine, kc steps of K at a time (a step range of a
+// panel is a contiguous piece of it) and mc rows of A swept over each B
+// panel. block readies rows [ic, ic+mcb) for steps [pc, pc+steps) and
+// returns where the row panel at row i (of rows rows) starts.
+func (g *Go) blocked(m, kc int, alpha float32, b *Packed, beta float32, c []float32, ldc int, scratch []float32,
+	block func(ic, mcb, pc, steps int) func(i, rows int) []float32) {
+	kn, k := g.kern, b.k
+	for pc := 0; pc < k; pc += kc {
+		steps := min(kc, k-pc)
+		bet := beta
+		if pc > 0 {
+			bet = 1 // later K blocks accumulate onto the first
+		}
+		for ic := 0; ic < m; ic += kn.mc {
+			mcb := min(kn.mc, m-ic)
+			panel := block(ic, mcb, pc, steps)
+			for j := 0; j < b.n; j += kn.nr {
+				cols := min(kn.nr, b.n-j)
+				bp := b.data[j*k+pc*kn.nr:]
+				for i := ic; i < ic+mcb; i += kn.mr {
+					rows := min(kn.mr, ic+mcb-i)
+					kn.tile(rows, cols, steps, panel(i, rows), bp, c[i*ldc+j:], ldc, alpha, bet, scratch)
+				}
+			}
+		}
+	}
+}
+
 // SgemmPackedAB computes C = alpha·A·B + beta·C with both operands packed
-// by this GEMM (see TilePacker). Each B panel stays in L1 while every A
-// panel passes over it.
+// by this GEMM (see TilePacker), blocked as the driver blocks its own
+// products.
 func (g *Go) SgemmPackedAB(alpha float32, a *PackedA, b *Packed, beta float32, c []float32, ldc int) error {
 	kn := g.kern
 	switch {
@@ -103,15 +189,9 @@ func (g *Go) SgemmPackedAB(alpha float32, a *PackedA, b *Packed, beta float32, c
 	}
 	ws := g.acquire(1, kn.mr*kn.nr, 0, 0, 0)
 	defer g.release(ws)
-	scratch := ws.w[0].scratch
 	k := a.k
-	for j := 0; j < b.n; j += kn.nr {
-		cols := min(kn.nr, b.n-j)
-		bp := b.data[j*k : (j+kn.nr)*k]
-		for i := 0; i < a.m; i += kn.mr {
-			rows := min(kn.mr, a.m-i)
-			kn.tile(rows, cols, k, a.data[i*k:], bp, c[i*ldc+j:], ldc, alpha, beta, scratch)
-		}
-	}
+	g.blocked(a.m, balancedBlock(k, kn.kc), alpha, b, beta, c, ldc, ws.w[0].scratch, func(_, _, pc, _ int) func(i, rows int) []float32 {
+		return func(i, rows int) []float32 { return a.data[i*k+pc*rows:] }
+	})
 	return nil
 }

@@ -49,16 +49,32 @@ func TestPackedColumns(t *testing.T) {
 
 // TestPackedAB multiplies row views of a packed A by column views of a
 // packed B, both ways A can be stored and with beta 0 and 1, and compares
-// each with the naive product of the same rows and columns.
+// each with the naive product of the same rows and columns. The second
+// size has more rows and K steps than one cache block holds.
 func TestPackedAB(t *testing.T) {
-	for _, name := range gemm.GoKernels() {
+	for _, size := range []struct{ m, n, k int }{{61, 70, 37}, {230, 40, 1100}} {
+		for _, name := range gemm.GoKernels() {
+			testPackedAB(t, name, size.m, size.n, size.k)
+		}
+	}
+}
+
+func testPackedAB(t *testing.T, name string, m, n, k int) {
+	t.Helper()
+	{
 		g, err := gemm.NewGoKernel(nil, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, n, k := 61, 70, 37
 		rng := rand.New(rand.NewPCG(9, 10))
 		a, b := randSlice(rng, m*k), randSlice(rng, n*k)
+		absA, absB := make([]float32, len(a)), make([]float32, len(b))
+		for i, v := range a {
+			absA[i] = abs32(v)
+		}
+		for i, v := range b {
+			absB[i] = abs32(v)
+		}
 		pb, err := g.PackB(nil, true, n, k, b, k)
 		if err != nil {
 			t.Fatal(err)
@@ -87,6 +103,7 @@ func TestPackedAB(t *testing.T) {
 				for _, beta := range []float32{0, 1} {
 					got := randSlice(rng, c.m*c.n)
 					want := append([]float32(nil), got...)
+					got0 := append([]float32(nil), got...)
 					if err := g.SgemmPackedAB(0.5, rows, cols, beta, got, c.n); err != nil {
 						t.Fatal(err)
 					}
@@ -95,8 +112,15 @@ func TestPackedAB(t *testing.T) {
 						ai = c.i0
 					}
 					gemm.Naive{}.Sgemm(transA, true, c.m, c.n, k, 0.5, a[ai:], lda, b[c.j0*k:], k, beta, want, c.n)
+					// float32 sums of k terms: within k·2⁻²³ of the
+					// sum of the terms' magnitudes (and of beta·C's).
+					bound := append([]float32(nil), want...)
+					for i := range bound {
+						bound[i] = beta * abs32(got0[i])
+					}
+					gemm.Naive{}.Sgemm(transA, true, c.m, c.n, k, 0.5, absA[ai:], lda, absB[c.j0*k:], k, 1, bound, c.n)
 					for i := range got {
-						if d := got[i] - want[i]; d > 1e-4 || d < -1e-4 {
+						if d := abs32(got[i] - want[i]); d > float32(k+1)*0x1p-23*bound[i] {
 							t.Fatalf("%s transA=%v beta=%g: rows [%d, %d) columns [%d, %d): element %d = %g, want %g",
 								name, transA, beta, c.i0, c.i0+c.m, c.j0, c.j0+c.n, i, got[i], want[i])
 						}
@@ -109,6 +133,10 @@ func TestPackedAB(t *testing.T) {
 				}
 			}
 		}
+		testFilledA(t, g, name, a, b, absA, absB, pb, m, n, k)
+		if _, err := g.PackedAView(make([]float32, m*k-1), m, k); err == nil {
+			t.Errorf("%s: a view of %d floats accepted for %d×%d", name, m*k-1, m, k)
+		}
 		other, err := g.PackA(nil, false, 3, k+1, a, k+1)
 		if err != nil {
 			t.Fatal(err)
@@ -116,5 +144,54 @@ func TestPackedAB(t *testing.T) {
 		if err := g.SgemmPackedAB(1, other, pb, 0, make([]float32, 3*n), n); err == nil {
 			t.Errorf("%s: product of 3×%d by %d×%d accepted", name, k+1, k, n)
 		}
+	}
+}
+
+func abs32(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// testFilledA multiplies A (m×k, row-major in a) by the packed B with A
+// written by a filler, block by block, and compares with the naive
+// product; the filler also checks that the blocks it is asked for tile A.
+func testFilledA(t *testing.T, g *gemm.Go, name string, a, b, absA, absB []float32, pb *gemm.Packed, m, n, k int) {
+	t.Helper()
+	mr := g.RowPanel()
+	filled := 0
+	fill := func(dst []float32, i0, rows, p0, steps int) {
+		if i0%mr != 0 || i0+rows > m || p0+steps > k || len(dst) < rows*steps {
+			t.Fatalf("%s: fill rows [%d, %d) steps [%d, %d) into %d floats", name, i0, i0+rows, p0, p0+steps, len(dst))
+		}
+		filled += rows * steps
+		for q := 0; q*mr < rows; q++ {
+			pr := min(mr, rows-q*mr)
+			for s := range steps {
+				for j := range pr {
+					dst[q*mr*steps+s*pr+j] = a[(i0+q*mr+j)*k+p0+s]
+				}
+			}
+		}
+	}
+	got := make([]float32, m*n)
+	want := make([]float32, m*n)
+	if err := g.SgemmFilledA(m, k, 0.5, fill, pb, 0, got, n); err != nil {
+		t.Fatal(err)
+	}
+	if filled != m*k {
+		t.Fatalf("%s: filled %d elements of A, want %d", name, filled, m*k)
+	}
+	gemm.Naive{}.Sgemm(false, true, m, n, k, 0.5, a, k, b, k, 0, want, n)
+	bound := make([]float32, m*n) // as in testPackedAB
+	gemm.Naive{}.Sgemm(false, true, m, n, k, 0.5, absA, k, absB, k, 0, bound, n)
+	for i := range got {
+		if d := abs32(got[i] - want[i]); d > float32(k+1)*0x1p-23*bound[i] {
+			t.Fatalf("%s: filled product element %d = %g, want %g", name, i, got[i], want[i])
+		}
+	}
+	if err := g.SgemmFilledA(m, k+1, 1, fill, pb, 0, got, n); err == nil {
+		t.Errorf("%s: filled product of %d×%d by %d×%d accepted", name, m, k+1, k, n)
 	}
 }

@@ -1,0 +1,23 @@
+package cpu
+
+func init() {
+	if !hasAVX512 {
+		return
+	}
+	gatherPanel = func(dst, x []float32, tab []tapRun, runs, plane, r0, steps, kvol, rows int) {
+		if steps == 0 || rows == 0 {
+			return
+		}
+		_ = dst[steps*rows-1]
+		_ = tab[kvol*runs-1]
+		gatherPanelAVX512(&dst[0], &x[0], &tab[0], runs, plane, r0/kvol, r0%kvol, steps, kvol, rows)
+	}
+}
+
+// gatherPanelAVX512 is gatherPanelGo with one masked load per run and one
+// masked store per step. Its loads trust tab: every lane of every mask
+// must be inside x (panelTaps builds masks from the input's bounds;
+// TestGatherPanel checks them against the Go version, which would panic).
+//
+//go:noescape
+func gatherPanelAVX512(dst, x *float32, tab *tapRun, runs, plane, ch, tap, steps, kvol, rows int)
