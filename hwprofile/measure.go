@@ -42,6 +42,7 @@ type sizes struct {
 	convT, convHW    int
 	streamElems      int // elementwise and upload probes
 	touchBytes       int64
+	settle           time.Duration // before the first-touch probe
 	diskBytes        int64
 	minTime          time.Duration // per probe
 }
@@ -55,7 +56,7 @@ func sizesFor(small bool) sizes {
 	// feed-forward up and down projections, 1024 tokens at a time.
 	return sizes{gemm: [][3]int{{1024, 1536, 1536}, {1024, 8960, 1536}, {1024, 1536, 8960}},
 		attnL: 1024, attnHeads: 4, convC: [4]int{96, 384, 32, 8}, convT: 3, convHW: 64,
-		streamElems: 8 << 20, touchBytes: 64 << 20, diskBytes: 256 << 20, minTime: 250 * time.Millisecond}
+		streamElems: 8 << 20, touchBytes: 256 << 20, settle: 4 * time.Second, diskBytes: 256 << 20, minTime: 250 * time.Millisecond}
 }
 
 // Measure probes this machine. Every probe runs through the CPU backend
@@ -69,6 +70,10 @@ func Measure(opts Options) (Profile, error) {
 	p := Default()
 	p.Source, p.MeasuredAt, p.CPU, p.Cores = "measured", time.Now().UTC().Format(time.RFC3339), cpuName(), runtime.NumCPU()
 	p.MemoryBytes = MemoryBytes()
+
+	// First, before any probe has freed memory (see measureFirstTouch).
+	logf("first touch of fresh memory")
+	p.FirstTouchUsPerPage = measureFirstTouch(sz)
 
 	impls, err := gemmImpls(opts.Gemm, opts.Small)
 	if err != nil {
@@ -99,7 +104,6 @@ func Measure(opts Options) (Profile, error) {
 	logf("host->device copy")
 	p.H2DGBps = measureUpload(be, sz, dtype.BF16)
 	p.H2DF32GBps = measureUpload(be, sz, dtype.F32)
-	p.FirstTouchUsPerPage = measureFirstTouch(sz)
 	logf("copy-compute overlap")
 	// One probe swings between 0 and 1 on a busy 2-core machine: keep the
 	// median of three.
@@ -249,28 +253,37 @@ func measureUpload(be *cpu.Backend, sz sizes, src dtype.DType) float64 {
 	return 4 * float64(sz.streamElems) / sec / 1e9
 }
 
-// measureFirstTouch writes fresh device memory twice: the first pass pays
-// the page faults, the second does not.
+// measureFirstTouch writes one float per page of fresh device memory,
+// twice, on one thread (the copy worker reads host copies into fresh pages
+// on one): the first pass pays the page faults, the second does not.
+//
+// It measures cold memory, as a run meets it. On virtual machines whose
+// balloon reports free memory to the host (virtio-balloon free page
+// reporting), the host takes back pages that stay free for a few seconds,
+// and must fault each in again when the guest next touches it: on the
+// reference VM a fresh page cost 5-10 µs (huge pages, 15 with 4 KiB ones)
+// where a page freed a moment before cost 0.3. A run starts on memory freed
+// long before, so calibrate probes first thing, after waiting settle for
+// what the process before it freed (a build, another run) to go cold.
 func measureFirstTouch(sz sizes) float64 {
-	var per []float64
-	for range 3 {
-		dev := cpu.NewDevice(0)
-		be := cpu.New(dev, gemm.Naive{})
-		ops := tensor.NewOps(be)
-		t := ops.Empty(dtype.F32, int(sz.touchBytes/4))
+	time.Sleep(sz.settle)
+	dev := cpu.NewDevice(0)
+	ops := tensor.NewOps(cpu.New(dev, gemm.Naive{}))
+	t := ops.Empty(dtype.F32, int(sz.touchBytes/4))
+	defer dev.EmptyCache()
+	defer t.Free()
+	data := t.F32()
+	pass := func(v float32) time.Duration {
 		t0 := time.Now()
-		_ = be.Fill(t, 1)
-		first := time.Since(t0)
-		t0 = time.Now()
-		_ = be.Fill(t, 2)
-		second := time.Since(t0)
-		t.Free()
-		dev.EmptyCache()
-		pages := float64(sz.touchBytes / 4096)
-		per = append(per, max(0, (first-second).Seconds())*1e6/pages)
+		for i := 0; i < len(data); i += 1024 {
+			data[i] = v
+		}
+		return time.Since(t0)
 	}
-	sort.Float64s(per)
-	return max(per[1], 0.01)
+	first := pass(1)
+	second := pass(2)
+	pages := float64(sz.touchBytes / 4096)
+	return max(0.01, (first-second).Seconds()*1e6/pages)
 }
 
 // measureOverlap runs GEMMs alone, uploads alone, then both at once, and

@@ -79,7 +79,9 @@ type Profile struct {
 	// H2DF32GBps is the same for float32 storage (a plain copy).
 	H2DF32GBps float64 `json:"h2d_f32_gbps"`
 	// FirstTouchUsPerPage is the extra cost of writing a fresh 4 KiB page
-	// of newly reserved device memory, in microseconds.
+	// of newly reserved device memory, in microseconds, measured cold
+	// (memory the OS has not handed out in the last seconds: on a VM that
+	// reports free pages to its host, the host faults it in again).
 	FirstTouchUsPerPage float64 `json:"first_touch_us_per_page"`
 	// ReclaimTouchUsPerPage is the first touch of a fresh page when the
 	// kernel has no free memory left and must evict page cache for it

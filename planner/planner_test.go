@@ -571,3 +571,30 @@ func TestTouchPastFreeMemory(t *testing.T) {
 		t.Errorf("free memory unknown: %.3g s, want %.3g", got, want)
 	}
 }
+
+// TestHostCopyReadThenTouch: a host-tier block's first load reads the
+// checkpoint into fresh host pages, and the kernel faults each in during
+// the copy, so the read costs the disk's time plus the first touch's (not
+// the larger of the two), before the upload into fresh device pages.
+func TestHostCopyReadThenTouch(t *testing.T) {
+	hw := hwprofile.Default()
+	hw.FirstTouchUsPerPage, hw.DiskGBps, hw.H2DF32GBps = 10, 1, 1
+	const pages = 1024 // 4 MiB: a whole number of the allocator model's segments
+	s := newSim(hw, Budgets{})
+	comp := &ComponentProfile{Name: "c", Storage: dtype.F32, Blocks: []BlockProfile{{Name: "c.0", Tensors: []int64{pages * pageSize / 4}}}}
+	plan := residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost, Prefetch: 1}
+	if err := s.register(comp, plan, dtype.F32); err != nil {
+		t.Fatal(err)
+	}
+	s.startLoad(s.comps[0].blocks[0], 0)
+	st := s.comps[0].stats
+	bytes := float64(pages * pageSize)
+	read, touch := bytes/1e9, pages*10e-6
+	if math.Abs(st.read-read) > 1e-12 || math.Abs(st.touch-touch) > 1e-12 {
+		t.Fatalf("read %.4gs, touch %.4gs; want %.4gs, %.4gs", st.read, st.touch, read, touch)
+	}
+	// The upload: the copy at 1 GB/s and the device pages' first touch.
+	if want := read + touch + (bytes/1e9 + touch); math.Abs(st.copy-want) > 1e-12 {
+		t.Errorf("copy %.4gs, want read %.4g + touch %.4g + upload %.4g", st.copy, read, touch, want-read-touch)
+	}
+}

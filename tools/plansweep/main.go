@@ -8,6 +8,12 @@
 // once, then again), so machine noise hits every plan alike; times are the
 // medians and "spread" is (max-min)/median of a plan's runs.
 //
+// Each run starts --gap after the one before, so that it finds its fresh
+// memory cold, as a run started by hand does: on a VM whose balloon
+// reports free memory to the host, memory a run freed a moment ago is
+// cheap to touch again, and a few seconds later it is not (see
+// hwprofile's first-touch probe).
+//
 //	go run ./tools/plansweep --model .cache/wan-tiny --shape 64x64x5 --steps 4 \
 //	    --plans auto,level0,level1,level2,level3,stream --budgets 0,48MiB,4MiB --repeat 3
 package main
@@ -22,6 +28,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 type component struct {
@@ -73,6 +80,7 @@ func main() {
 	host := flag.String("host-mem", "", "host budget")
 	repeat := flag.Int("repeat", 1, "runs of each plan, in rounds")
 	keep := flag.String("keep", "", "folder to keep every run's report in (BUDGET-PLAN-ROUND.json)")
+	gap := flag.Duration("gap", 6*time.Second, "pause before each run, so that the memory the last one freed is cold again")
 	flag.Parse()
 	var w, h, f int
 	if _, err := fmt.Sscanf(*shape, "%dx%dx%d", &w, &h, &f); err != nil {
@@ -94,6 +102,7 @@ func main() {
 			if c.refused != "" {
 				continue
 			}
+			time.Sleep(*gap)
 			fmt.Fprintf(os.Stderr, "round %d: %s at %s\n", round+1, c.plan, c.budget)
 			args := []string{"generate", "--model", *model, "--prompt", "A cat walks on the grass, realistic",
 				"--width", fmt.Sprint(w), "--height", fmt.Sprint(h), "--frames", fmt.Sprint(f), "--steps", *steps,
