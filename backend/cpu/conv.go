@@ -8,15 +8,17 @@ import (
 	"ferry/tensor"
 )
 
-// Convolution is im2col in tiles plus GEMM. For one image, the output
-// [O, P] (P output positions) is W[O, K] · col[K, P] where K = C·kernel
-// volume and col's column p holds the input patch under output position p.
-// col is never built whole: a work item is a tile of consecutive output
-// positions, for which a worker builds col a chunk of K rows at a time and
-// multiplies each chunk into the tile's columns of the output (ldc = P,
-// accumulating). Chunking K rather than shrinking the tile keeps the GEMM
-// wide (n = tile) for the 384-channel 3×3×3 convolutions, where K is 10368;
-// scratch stays at convScratchBytes per worker whatever the sizes. A
+// Convolution is im2col in tiles plus GEMM (or, on the packed path, the
+// patches gathered straight into the GEMM's panels: conv_panels.go). For
+// one image, the output [O, P] (P output positions) is W[O, K] · col[K, P]
+// where K = C·kernel volume and col's column p holds the input patch under
+// output position p. col is never built whole: a work item is a tile of
+// consecutive output positions, for which a worker builds col a chunk of K
+// rows at a time and multiplies each chunk into the tile's columns of the
+// output (ldc = P, accumulating). Chunking K rather than shrinking the tile
+// keeps the GEMM wide (n = tile) for the 384-channel 3×3×3 convolutions,
+// where K is 10368; scratch stays at convScratchBytes per worker whatever
+// the sizes. A
 // 1×1(×1) kernel with stride 1 and no padding needs no col at all: the input
 // already is [C, P].
 //
@@ -72,10 +74,13 @@ func (be *Backend) Conv(dst, x, w, bias *tensor.Tensor, stride, pad []int) error
 
 // convPacked computes the convolution transposed, out[P, O] = col[K, P]ᵀ ·
 // W[O, K]ᵀ per tile, so that the weights are the GEMM's B operand, packed
-// once per call (one packed operand per K chunk), rather than an A operand
-// repacked for every tile; each tile's col is then only copied into A
-// panels. A tile's [positions, O] result is accumulated in scratch over the
-// K chunks and stored transposed into the [O, P] output with the bias.
+// once per call, rather than an A operand repacked for every tile. Where
+// the GEMM lets its caller fill A (gemm.TilePacker) and the stride along
+// the width is 1, each tile's patches are gathered straight into A panels
+// (gatheredTile); otherwise col is built a K chunk at a time (one packed
+// operand per chunk) and copied into panels (packedTile). A tile's
+// [positions, O] result is stored transposed into the [O, P] output with
+// the bias.
 func (be *Backend) convPacked(p *convProblem, pk gemm.Packer) error {
 	tp, _ := pk.(gemm.TilePacker)
 	if tp != nil && !p.gathers(tp.RowPanel()) {

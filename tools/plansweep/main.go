@@ -11,8 +11,10 @@
 // Each run starts --gap after the one before, so that it finds its fresh
 // memory cold, as a run started by hand does: on a VM whose balloon
 // reports free memory to the host, memory a run freed a moment ago is
-// cheap to touch again, and a few seconds later it is not (see
-// hwprofile's first-touch probe).
+// cheap to touch again, and some seconds later it is not (see hwprofile's
+// first-touch probe). Here 6 s after a process freed 8 GiB, 5.5 GiB of it
+// were still cheap; after 30 s none was. Small models free little: a
+// shorter gap does for them.
 //
 //	go run ./tools/plansweep --model .cache/wan-tiny --shape 64x64x5 --steps 4 \
 //	    --plans auto,level0,level1,level2,level3,stream --budgets 0,48MiB,4MiB --repeat 3
@@ -80,7 +82,7 @@ func main() {
 	host := flag.String("host-mem", "", "host budget")
 	repeat := flag.Int("repeat", 1, "runs of each plan, in rounds")
 	keep := flag.String("keep", "", "folder to keep every run's report in (BUDGET-PLAN-ROUND.json)")
-	gap := flag.Duration("gap", 6*time.Second, "pause before each run, so that the memory the last one freed is cold again")
+	gap := flag.Duration("gap", 30*time.Second, "pause before each run, so that the memory the last one freed is cold again")
 	flag.Parse()
 	var w, h, f int
 	if _, err := fmt.Sscanf(*shape, "%dx%dx%d", &w, &h, &f); err != nil {

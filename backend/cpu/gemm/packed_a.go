@@ -2,12 +2,14 @@ package gemm
 
 import "fmt"
 
-// TilePacker is a PanelPacker that can also pack an A operand once and
-// multiply two packed operands with no packing at all. Attention uses it to
-// compute its scores transposed, Sᵀ = K·Qᵀ: the keys are packed once per
-// head as A and each query tile once as B, and the probabilities come out
-// with the queries contiguous, which is the order the next product
-// (P·V, P read transposed) packs with plain copies.
+// TilePacker is a PanelPacker whose A operands can skip the per-call
+// packing: packed once and multiplied as they are (SgemmPackedAB), or
+// written into the kernel's panels by the caller (SgemmFilledA). Attention
+// packs its keys once per head as A and each query tile once as B, to
+// compute its scores transposed, Sᵀ = K·Qᵀ: the probabilities come out
+// with the queries contiguous, the order the next product (P·V, P read
+// transposed) packs with plain copies. Convolutions gather their input
+// patches straight into panels.
 type TilePacker interface {
 	PanelPacker
 	// RowPanel is the row count of one packed A panel: Rows views must
@@ -18,10 +20,6 @@ type TilePacker interface {
 	// PackA packs op(A) (m×k; transA: a holds Aᵀ, k×m) into dst, which
 	// must hold PackedALen(m, k) floats; a nil dst is allocated.
 	PackA(dst []float32, transA bool, m, k int, a []float32, lda int) (*PackedA, error)
-	// PackedAView wraps floats already in PackA's layout for an m×k op(A):
-	// panel q (rows [q·RowPanel, …), the last one short) at q·RowPanel·k,
-	// each k steps of its row count.
-	PackedAView(data []float32, m, k int) (*PackedA, error)
 	// SgemmPackedAB computes C = alpha·A·B + beta·C on the calling
 	// goroutine: a product for work already shared out, such as one tile.
 	SgemmPackedAB(alpha float32, a *PackedA, b *Packed, beta float32, c []float32, ldc int) error
@@ -91,15 +89,6 @@ func (g *Go) PackA(dst []float32, transA bool, m, k int, a []float32, lda int) (
 		g.kern.packA(pa.data, a, lda, transA, 0, m, 0, k)
 	}
 	return pa, nil
-}
-
-// PackedAView wraps data already in PackA's layout for an m×k op(A)
-// (convolutions gather their input patches straight into row panels).
-func (g *Go) PackedAView(data []float32, m, k int) (*PackedA, error) {
-	if m < 0 || k < 0 || len(data) != g.PackedALen(m, k) {
-		return nil, fmt.Errorf("gemm: %d packed floats for a %d×%d operand, want %d", len(data), m, k, g.PackedALen(max(m, 0), max(k, 0)))
-	}
-	return &PackedA{m: m, k: k, mr: g.kern.mr, kernel: g.kern.name, data: data}, nil
 }
 
 // SgemmFilledA computes C = alpha·A·B + beta·C with A written block by
