@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math/bits"
 	"sync"
 )
@@ -101,7 +102,9 @@ type tileTaps struct {
 var tileTapsPool = sync.Pool{New: func() any { return new(tileTaps) }}
 
 // describe fills tt for the panels of mr positions of the tile of np
-// positions starting at p0.
+// positions starting at p0. The vector gather reads where the masks say
+// without bounds checks, so describe checks every lane against the
+// channel's bounds once per tile, as a Go slice index would.
 func (tt *tileTaps) describe(p *convProblem, p0, np, mr int) {
 	tt.tab, tt.start, tt.runs = tt.tab[:0], tt.start[:0], tt.runs[:0]
 	for q := 0; q*mr < np; q++ {
@@ -109,6 +112,15 @@ func (tt *tileTaps) describe(p *convProblem, p0, np, mr int) {
 		var runs int
 		tt.tab, runs = p.panelTaps(tt.tab, p0+q*mr, min(mr, np-q*mr))
 		tt.runs = append(tt.runs, runs)
+	}
+	plane := int64(p.in[0] * p.in[1] * p.in[2])
+	for _, tr := range tt.tab {
+		if m := uint64(tr.mask); m != 0 {
+			lo, hi := tr.off+int64(bits.TrailingZeros64(m)), tr.off+int64(63-bits.LeadingZeros64(m))
+			if lo < 0 || hi >= plane {
+				panic(fmt.Sprintf("cpu: conv gather reads elements %d..%d of a %d-element channel", lo, hi, plane))
+			}
+		}
 	}
 }
 

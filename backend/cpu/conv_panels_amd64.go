@@ -16,8 +16,8 @@ func init() {
 
 // gatherPanelAVX512 is gatherPanelGo with one masked load per run and one
 // masked store per step. Its loads trust tab: every lane of every mask
-// must be inside x (panelTaps builds masks from the input's bounds;
-// TestGatherPanel checks them against the Go version, which would panic).
+// must be inside its channel (panelTaps builds the masks from the input's
+// bounds, and tileTaps.describe checks them).
 //
 //go:noescape
 func gatherPanelAVX512(dst, x *float32, tab *tapRun, runs, plane, ch, tap, steps, kvol, rows int)

@@ -8,13 +8,14 @@
 // once, then again), so machine noise hits every plan alike; times are the
 // medians and "spread" is (max-min)/median of a plan's runs.
 //
-// Each run starts --gap after the one before, so that it finds its fresh
-// memory cold, as a run started by hand does: on a VM whose balloon
-// reports free memory to the host, memory a run freed a moment ago is
-// cheap to touch again, and some seconds later it is not (see hwprofile's
-// first-touch probe). Here 6 s after a process freed 8 GiB, 5.5 GiB of it
-// were still cheap; after 30 s none was. Small models free little: a
-// shorter gap does for them.
+// Each run starts --gap after the last one that ran (a refused plan frees
+// nothing), so that it finds its fresh memory cold, as a run started by
+// hand does: on a VM whose balloon reports free memory to the host, memory
+// a run freed a moment ago is cheap to touch again, and some seconds later
+// it is not (see hwprofile's first-touch probe). Here 6 s after a process
+// freed 8 GiB, 5.5 GiB of it were still cheap; after 30 s none was. The
+// small model too: 3 s apart its runs took 3.0 s where 4.6 s was
+// predicted for cold memory.
 //
 //	go run ./tools/plansweep --model .cache/wan-tiny --shape 64x64x5 --steps 4 \
 //	    --plans auto,level0,level1,level2,level3,stream --budgets 0,48MiB,4MiB --repeat 3
@@ -99,12 +100,15 @@ func main() {
 			cells = append(cells, &cell{budget: b, plan: p})
 		}
 	}
+	ran := false // whether the last command ran a request (a refusal frees nothing to wait for)
 	for round := range max(1, *repeat) {
 		for _, c := range cells {
 			if c.refused != "" {
 				continue
 			}
-			time.Sleep(*gap)
+			if ran {
+				time.Sleep(*gap)
+			}
 			fmt.Fprintf(os.Stderr, "round %d: %s at %s\n", round+1, c.plan, c.budget)
 			args := []string{"generate", "--model", *model, "--prompt", "A cat walks on the grass, realistic",
 				"--width", fmt.Sprint(w), "--height", fmt.Sprint(h), "--frames", fmt.Sprint(f), "--steps", *steps,
@@ -116,6 +120,7 @@ func main() {
 				args = append(args, "--host-mem", *host)
 			}
 			r, err := run(*bin, args, dir)
+			ran = err == nil
 			if err != nil {
 				c.refused = err.Error()
 				continue
