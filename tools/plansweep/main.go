@@ -13,9 +13,7 @@
 // hand does: on a VM whose balloon reports free memory to the host, memory
 // a run freed a moment ago is cheap to touch again, and some seconds later
 // it is not (see hwprofile's first-touch probe). Here 6 s after a process
-// freed 8 GiB, 5.5 GiB of it were still cheap; after 30 s none was. The
-// small model too: 3 s apart its runs took 3.0 s where 4.6 s was
-// predicted for cold memory.
+// freed 8 GiB, 5.5 GiB of it were still cheap; after 30 s none was.
 //
 //	go run ./tools/plansweep --model .cache/wan-tiny --shape 64x64x5 --steps 4 \
 //	    --plans auto,level0,level1,level2,level3,stream --budgets 0,48MiB,4MiB --repeat 3
