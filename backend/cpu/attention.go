@@ -203,19 +203,30 @@ func (hp *headPack) tile(sc *attnScratch, bh, qt int) {
 }
 
 func (hp *headPack) pack(bh int, run func(n int, fn func(i int))) error {
-	p, m := hp.p, &hp.mul
+	m := &hp.mul
+	return hp.p.packHead(bh, run, hp.pk, (*hp.buf)[hp.kLen:], hp.vLen, m.tk, m.v, func(k []float32, ld int) (err error) {
+		m.k, err = hp.pk.PackB((*hp.buf)[:hp.kLen], true, hp.p.lk, hp.p.d, k, ld)
+		return err
+	})
+}
+
+// packHead runs the two packing pieces of head bh (batch bh/H, head bh%H)
+// on run: packKeys, given the head's keys and their row stride, and the
+// values of each key tile of tk as a B operand into v (tile t's panels at
+// vbuf[t·vLen:]).
+func (p *attnProblem) packHead(bh int, run func(n int, fn func(i int)), pk gemm.Packer, vbuf []float32, vLen, tk int,
+	v []*gemm.Packed, packKeys func(k []float32, ld int) error) error {
 	ld := p.heads * p.d
 	off := ((bh/p.heads)*p.lk*p.heads + bh%p.heads) * p.d
 	var errK, errV error
 	run(2, func(i int) {
 		if i == 0 {
-			m.k, errK = hp.pk.PackB((*hp.buf)[:hp.kLen], true, p.lk, p.d, p.k[off:], ld)
+			errK = packKeys(p.k[off:], ld)
 			return
 		}
-		for t := range m.v {
-			k0 := t * m.tk
-			dst := (*hp.buf)[hp.kLen+t*hp.vLen : hp.kLen+(t+1)*hp.vLen]
-			if m.v[t], errV = hp.pk.PackB(dst, false, p.d, min(m.tk, p.lk-k0), p.v[off+k0*ld:], ld); errV != nil {
+		for t := range v {
+			k0 := t * tk
+			if v[t], errV = pk.PackB(vbuf[t*vLen:(t+1)*vLen], false, p.d, min(tk, p.lk-k0), p.v[off+k0*ld:], ld); errV != nil {
 				return
 			}
 		}

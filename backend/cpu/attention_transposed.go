@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"errors"
-	"fmt"
 	"math"
 
 	"ferry/backend/cpu/gemm"
@@ -62,26 +60,10 @@ func (th *transposedHead) release() { packScratchPool.Put(th.buf) }
 
 func (th *transposedHead) pack(bh int, run func(n int, fn func(i int))) error {
 	p := th.p
-	ld := p.heads * p.d
-	off := ((bh/p.heads)*p.lk*p.heads + bh%p.heads) * p.d
-	var errK, errV error
-	run(2, func(i int) {
-		if i == 0 {
-			th.k, errK = th.tp.PackA((*th.buf)[:th.kLen], false, p.lk, p.d, p.k[off:], ld)
-			return
-		}
-		for t := range th.v {
-			k0 := t * th.tk
-			dst := (*th.buf)[th.kLen+t*th.vLen : th.kLen+(t+1)*th.vLen]
-			if th.v[t], errV = th.tp.PackB(dst, false, p.d, min(th.tk, p.lk-k0), p.v[off+k0*ld:], ld); errV != nil {
-				return
-			}
-		}
+	return p.packHead(bh, run, th.tp, (*th.buf)[th.kLen:], th.vLen, th.tk, th.v, func(k []float32, ld int) (err error) {
+		th.k, err = th.tp.PackA((*th.buf)[:th.kLen], false, p.lk, p.d, k, ld)
+		return err
 	})
-	if err := errors.Join(errK, errV); err != nil {
-		return fmt.Errorf("cpu: attention: pack keys and values: %w", err)
-	}
-	return nil
 }
 
 // tile computes query tile qt of head bh. The operands were packed for

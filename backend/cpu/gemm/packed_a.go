@@ -117,9 +117,9 @@ func (g *Go) SgemmFilledA(m, k int, alpha float32, fill AFiller, b *Packed, beta
 	ws := g.acquire(1, kn.mr*kn.nr, min(kn.mc, roundUp(m, kn.mr))*kc, 0, 0)
 	defer g.release(ws)
 	w := &ws.w[0]
-	g.blocked(m, kc, alpha, b, beta, c, ldc, w.scratch, func(ic, mcb, pc, steps int) func(i, rows int) []float32 {
+	g.blocked(m, kc, alpha, b, beta, c, ldc, w.scratch, func(ic, mcb, pc, steps int) ([]float32, int, int) {
 		fill(w.a[:mcb*steps], ic, mcb, pc, steps)
-		return func(i, _ int) []float32 { return w.a[(i-ic)*steps:] }
+		return w.a, steps, 0 // the block alone, as the panels of one block
 	})
 	return nil
 }
@@ -127,10 +127,11 @@ func (g *Go) SgemmFilledA(m, k int, alpha float32, fill AFiller, b *Packed, beta
 // blocked computes C = alpha·A·B + beta·C register tile by register tile
 // on the calling goroutine, kc steps of K at a time (a step range of a
 // panel is a contiguous piece of it) and mc rows of A swept over each B
-// panel. block readies rows [ic, ic+mcb) for steps [pc, pc+steps) and
-// returns where the row panel at row i (of rows rows) starts.
+// panel. block readies rows [ic, ic+mcb) for steps [pc, pc+steps) and says
+// where they are: the row panel at row i (of rows rows) starts at
+// a[(i-ic)·perRow + first·rows].
 func (g *Go) blocked(m, kc int, alpha float32, b *Packed, beta float32, c []float32, ldc int, scratch []float32,
-	block func(ic, mcb, pc, steps int) func(i, rows int) []float32) {
+	block func(ic, mcb, pc, steps int) (a []float32, perRow, first int)) {
 	kn, k := g.kern, b.k
 	for pc := 0; pc < k; pc += kc {
 		steps := min(kc, k-pc)
@@ -140,13 +141,13 @@ func (g *Go) blocked(m, kc int, alpha float32, b *Packed, beta float32, c []floa
 		}
 		for ic := 0; ic < m; ic += kn.mc {
 			mcb := min(kn.mc, m-ic)
-			panel := block(ic, mcb, pc, steps)
+			a, perRow, first := block(ic, mcb, pc, steps)
 			for j := 0; j < b.n; j += kn.nr {
 				cols := min(kn.nr, b.n-j)
 				bp := b.data[j*k+pc*kn.nr:]
 				for i := ic; i < ic+mcb; i += kn.mr {
 					rows := min(kn.mr, ic+mcb-i)
-					kn.tile(rows, cols, steps, panel(i, rows), bp, c[i*ldc+j:], ldc, alpha, bet, scratch)
+					kn.tile(rows, cols, steps, a[(i-ic)*perRow+first*rows:], bp, c[i*ldc+j:], ldc, alpha, bet, scratch)
 				}
 			}
 		}
@@ -179,8 +180,8 @@ func (g *Go) SgemmPackedAB(alpha float32, a *PackedA, b *Packed, beta float32, c
 	ws := g.acquire(1, kn.mr*kn.nr, 0, 0, 0)
 	defer g.release(ws)
 	k := a.k
-	g.blocked(a.m, balancedBlock(k, kn.kc), alpha, b, beta, c, ldc, ws.w[0].scratch, func(_, _, pc, _ int) func(i, rows int) []float32 {
-		return func(i, rows int) []float32 { return a.data[i*k+pc*rows:] }
+	g.blocked(a.m, balancedBlock(k, kn.kc), alpha, b, beta, c, ldc, ws.w[0].scratch, func(ic, _, pc, _ int) ([]float32, int, int) {
+		return a.data[ic*k:], k, pc // every panel holds all k steps
 	})
 	return nil
 }
