@@ -3,6 +3,7 @@ package gemm_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,17 +14,38 @@ import (
 	"ferry/dtype"
 )
 
-// DiT shapes: x [M, K] times Linear weights [N, K] (transB).
+// DiT shapes: x [M, K] times Linear weights [N, K] (transB). M runs from
+// a short clip's tokens to a 480p one's; K and N are Wan2.1-1.3B's model
+// and FFN widths (1536, 8960), then the 14B's (5120, 13824). The 14B
+// shapes are left out under -short.
 var (
-	benchMs  = []int{256, 1280, 4096}
-	benchKNs = [][2]int{{1536, 1536}, {1536, 8960}, {8960, 1536}}
+	benchMs     = []int{256, 1280, 4096, 8192}
+	benchKNs13B = [][2]int{{1536, 1536}, {1536, 8960}, {8960, 1536}}
+	benchKNs14B = [][2]int{{5120, 5120}, {5120, 13824}, {13824, 5120}}
 )
 
-// The operands of every benchmark are views of one set of buffers sized
-// for the largest shape, allocated and touched once, so no benchmark pays
-// for fresh pages or a garbage collection of the previous one's.
+// benchShapes lists the (m, k, n) shapes of the sweeps, 1.3B widths first.
+func benchShapes() [][3]int {
+	kns := benchKNs13B
+	if !testing.Short() {
+		kns = append(slices.Clone(kns), benchKNs14B...)
+	}
+	var shapes [][3]int
+	for _, kn := range kns {
+		for _, m := range benchMs {
+			shapes = append(shapes, [3]int{m, kn[0], kn[1]})
+		}
+	}
+	return shapes
+}
+
+// The operands of every benchmark are views of one set of buffers, grown
+// (allocated and touched) only when a larger shape asks for it, so no
+// benchmark pays for fresh pages or a garbage collection of the previous
+// one's.
 var (
-	benchOnce      sync.Once
+	benchMu        sync.Mutex
+	benchRNG       = rand.New(rand.NewPCG(5, 6))
 	benchA, benchB []float32
 	benchC         []float32
 )
@@ -34,18 +56,22 @@ type benchOperands struct {
 }
 
 func newBenchOperands(m, n, k int) *benchOperands {
-	benchOnce.Do(func() {
-		maxM, maxK, maxN := 4096, 8960, 8960
-		rng := rand.New(rand.NewPCG(5, 6))
-		fill := func(n int) []float32 {
-			s := make([]float32, n)
-			for i := range s {
-				s[i] = rng.Float32() - 0.5
-			}
-			return s
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	grow := func(s *[]float32, n int) {
+		if len(*s) >= n {
+			return
 		}
-		benchA, benchB, benchC = fill(maxM*maxK), fill(maxK*maxN), fill(maxM*maxN)
-	})
+		*s = nil // let the old buffer go before the new one is touched
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = benchRNG.Float32() - 0.5
+		}
+		*s = v
+	}
+	grow(&benchA, m*k)
+	grow(&benchB, n*k)
+	grow(&benchC, m*n)
 	return &benchOperands{m: m, n: n, k: k, a: benchA[:m*k], b: benchB[:n*k], c: benchC[:m*n]}
 }
 
@@ -78,29 +104,27 @@ func BenchmarkSgemm(b *testing.B) {
 	}
 	g := gemm.DefaultGo()
 	impls = append(impls, g)
-	for _, m := range benchMs {
-		for _, kn := range benchKNs {
-			k, n := kn[0], kn[1]
-			ops := newBenchOperands(m, n, k)
-			shape := fmt.Sprintf("M=%d/K=%d/N=%d", m, k, n)
-			for _, impl := range impls {
-				b.Run(shape+"/"+impl.Name(), func(b *testing.B) {
-					measure(b, m, n, k, func() {
-						impl.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
-					})
+	for _, shape := range benchShapes() {
+		m, k, n := shape[0], shape[1], shape[2]
+		ops := newBenchOperands(m, n, k)
+		name := fmt.Sprintf("M=%d/K=%d/N=%d", m, k, n)
+		for _, impl := range impls {
+			b.Run(name+"/"+impl.Name(), func(b *testing.B) {
+				measure(b, m, n, k, func() {
+					impl.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
 				})
-				settle(impl)
-			}
-			b.Run(shape+"/go-bf16", func(b *testing.B) {
-				benchBF16(b, gemm.DefaultBF16(), ops)
 			})
-			b.Run(shape+"/go-bf16-packed", func(b *testing.B) {
-				benchBF16Packed(b, gemm.DefaultBF16(), ops)
-			})
-			b.Run(shape+"/go-packed", func(b *testing.B) {
-				measure(b, m, n, k, packedSide(b, "", g, ops).Run)
-			})
+			settle(impl)
 		}
+		b.Run(name+"/go-bf16", func(b *testing.B) {
+			benchBF16(b, gemm.DefaultBF16(), ops)
+		})
+		b.Run(name+"/go-bf16-packed", func(b *testing.B) {
+			benchBF16Packed(b, gemm.DefaultBF16(), ops)
+		})
+		b.Run(name+"/go-packed", func(b *testing.B) {
+			measure(b, m, n, k, packedSide(b, "", g, ops).Run)
+		})
 	}
 }
 
@@ -214,22 +238,20 @@ func BenchmarkPaired(b *testing.B) {
 	if blasErr != nil {
 		b.Logf("OpenBLAS not installed, not compared: %v", blasErr)
 	}
-	for _, m := range benchMs {
-		for _, kn := range benchKNs {
-			k, n := kn[0], kn[1]
-			ops := newBenchOperands(m, n, k)
-			shape := fmt.Sprintf("M=%d/K=%d/N=%d", m, k, n)
-			fp32 := packedSide(b, "go-packed", g, ops)
-			if blasErr == nil {
-				ref := gemmtest.Side{Name: "openblas", Flops: fp32.Flops, After: func() { settle(blas) }, Run: func() {
-					blas.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
-				}}
-				b.Run("go-packed-vs-openblas/"+shape, func(b *testing.B) { gemmtest.Paired(b, fp32, ref) })
-			}
-			b.Run("bf16-vs-fp32/"+shape, func(b *testing.B) {
-				gemmtest.Paired(b, packedBF16Side(b, "go-bf16-packed", bf, ops), fp32)
-			})
+	for _, shape := range benchShapes() {
+		m, k, n := shape[0], shape[1], shape[2]
+		ops := newBenchOperands(m, n, k)
+		name := fmt.Sprintf("M=%d/K=%d/N=%d", m, k, n)
+		fp32 := packedSide(b, "go-packed", g, ops)
+		if blasErr == nil {
+			ref := gemmtest.Side{Name: "openblas", Flops: fp32.Flops, After: func() { settle(blas) }, Run: func() {
+				blas.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
+			}}
+			b.Run("go-packed-vs-openblas/"+name, func(b *testing.B) { gemmtest.Paired(b, fp32, ref) })
 		}
+		b.Run("bf16-vs-fp32/"+name, func(b *testing.B) {
+			gemmtest.Paired(b, packedBF16Side(b, "go-bf16-packed", bf, ops), fp32)
+		})
 	}
 	one, two := parallel.New(1), parallel.New(2)
 	for _, m := range benchMs {

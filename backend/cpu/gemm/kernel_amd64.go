@@ -4,8 +4,9 @@ package gemm
 
 import "golang.org/x/sys/cpu"
 
-// avx512Kernel: 14×32 tiles, 28 zmm accumulators, A broadcast from memory
-// inside the FMA. mr and nr must match internal/kerngen.
+// avx512Kernel: 14×32 tiles, 28 zmm accumulators, two B vectors and two
+// registers the A values are broadcast into in turn. mr and nr must match
+// internal/kerngen.
 var avx512Kernel = &kernel{
 	name: "avx512", mr: 14, nr: 32,
 	byRows: sgemmAVX512Kernels[:], masked: true, transpose: true,

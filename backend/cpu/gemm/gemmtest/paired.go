@@ -32,18 +32,24 @@ func Linear(tb testing.TB, name string, g *gemm.Go, m, n, k int, a, b, c []float
 	}}
 }
 
-// Paired times a and c alternately, once each per benchmark iteration
-// after a warm-up of each, and reports their median GFLOP/s ("a-GFLOP/s")
-// and the median over the pairs of a's rate over c's ("ratio"). A ratio
-// taken pair by pair shrugs off the drifts and bursts of a shared machine,
-// which separate runs of a and c each catch differently.
+// Paired times a and c alternately, once each per benchmark iteration,
+// and reports their median GFLOP/s ("a-GFLOP/s") and the median over the
+// pairs of a's rate over c's ("ratio"). A ratio taken pair by pair shrugs
+// off the drifts and bursts of a shared machine, which separate runs of a
+// and c each catch differently.
+//
+// Each timed run comes right after an untimed run of the same side, as a
+// model's products follow one another: both sides meet threads that are
+// awake and caches that hold their own data. Without it the side that
+// runs after the other's After pause pays alone for waking its threads,
+// which took 2-3 ms on these virtual machines after 20 ms asleep (the
+// scheduler placed the woken thread on the busy core), the whole of a
+// 2 ms product.
 func Paired(b *testing.B, a, c Side) {
-	timed(a)
-	timed(c)
 	var ra, rc, ratio []float64
 	for b.Loop() {
-		ta := timed(a)
-		tc := timed(c)
+		ta := warmTimed(a)
+		tc := warmTimed(c)
 		ra = append(ra, a.Flops/ta/1e9)
 		rc = append(rc, c.Flops/tc/1e9)
 		ratio = append(ratio, ra[len(ra)-1]/rc[len(rc)-1])
@@ -51,6 +57,13 @@ func Paired(b *testing.B, a, c Side) {
 	b.ReportMetric(median(ra), a.Name+"-GFLOP/s")
 	b.ReportMetric(median(rc), c.Name+"-GFLOP/s")
 	b.ReportMetric(median(ratio), "ratio")
+}
+
+// warmTimed runs s once untimed, then times it (After follows only the
+// timed run).
+func warmTimed(s Side) float64 {
+	s.Run()
+	return timed(s)
 }
 
 func timed(s Side) float64 {

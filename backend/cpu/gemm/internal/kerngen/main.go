@@ -118,20 +118,21 @@ func kLoop(s *bytes.Buffer, name string, mr, nr int, step func(u int)) {
 }
 
 // writeAVX512 writes one AVX-512 kernel: accumulators Z0.., B vectors after
-// them, A values broadcast straight from memory into the FMA.
+// them, each A value broadcast into a register once for its row's FMAs.
 func writeAVX512(s *bytes.Buffer, name string, mr, nv int) {
-	writeAVX512With(s, name, mr, nv, func(off int, b, acc string) {
-		fmt.Fprintf(s, "\tVFMADD231PS.BCST %d(AX), %s, %s\n", off, b, acc)
+	writeAVX512With(s, name, mr, nv, func(a, b, acc string) {
+		fmt.Fprintf(s, "\tVFMADD231PS %s, %s, %s\n", a, b, acc)
 	})
 }
 
 // writeAVX512BF16 writes one AVX512-BF16 kernel. It is the fp32 kernel with
 // every FMA replaced by VDPBF16PS: a packed "k step" is then one 32-bit
 // word holding a pair of bf16 values (two steps of K), so the byte strides
-// of A and B are the fp32 kernel's and k counts pairs.
+// of A and B are the fp32 kernel's and k counts pairs, and the 32-bit
+// broadcast of A carries one pair.
 func writeAVX512BF16(s *bytes.Buffer, name string, mr, nv int) {
-	writeAVX512With(s, name, mr, nv, func(off int, b, acc string) {
-		fmt.Fprintf(s, "\t%s // VDPBF16PS.BCST %d(AX), %s, %s\n", vdpbf16psBcstAX(off, regNum(b), regNum(acc)), off, b, acc)
+	writeAVX512With(s, name, mr, nv, func(a, b, acc string) {
+		fmt.Fprintf(s, "\t%s // VDPBF16PS %s, %s, %s\n", vdpbf16ps(regNum(a), regNum(b), regNum(acc)), a, b, acc)
 	})
 }
 
@@ -144,37 +145,28 @@ func regNum(z string) int {
 	return n
 }
 
-// vdpbf16psBcstAX encodes VDPBF16PS zmm(dst), zmm(src), dword-broadcast
-// [AX+off] as BYTE directives: Go's assembler (1.26) does not know the
-// instruction. The encoding is EVEX.512.F3.0F38.W0 52 /r with the
-// broadcast bit set and the displacement compressed by 4 (the broadcast
-// element size) when it fits a signed byte; checked against GNU as.
-func vdpbf16psBcstAX(off, src, dst int) string {
+// vdpbf16ps encodes VDPBF16PS zmm(dst), zmm(src1), zmm(src2) (Intel
+// order; Go's operand order is src2, src1, dst) as BYTE directives: Go's
+// assembler (1.26) does not know the instruction. The encoding is
+// EVEX.512.F3.0F38.W0 52 /r, register form; TestVDPBF16PSEncoding checks
+// it against GNU as where one is installed.
+func vdpbf16ps(src2, src1, dst int) string {
 	inv := func(bit int) int { return 1 - bit&1 }
-	p0 := inv(dst>>3)<<7 | 1<<6 | 1<<5 | inv(dst>>4)<<4 | 0b010 // R X B R' 0 mmm=0F38
-	p1 := (^src&0xf)<<3 | 1<<2 | 0b10                           // W=0 vvvv 1 pp=F3
-	p2 := 0b10<<5 | 1<<4 | inv(src>>4)<<3                       // z=0 L'L=512 b=1 V' aaa=0
-	bytes := []int{0x62, p0, p1, p2, 0x52}
-	reg := (dst & 7) << 3 // ModRM.reg; rm = 000 (AX)
-	switch {
-	case off == 0:
-		bytes = append(bytes, reg)
-	case off%4 == 0 && off/4 >= -128 && off/4 <= 127:
-		bytes = append(bytes, 0b01<<6|reg, (off/4)&0xff)
-	default:
-		bytes = append(bytes, 0b10<<6|reg, off&0xff, off>>8&0xff, off>>16&0xff, off>>24&0xff)
-	}
-	parts := make([]string, len(bytes))
-	for i, b := range bytes {
-		parts[i] = fmt.Sprintf("BYTE $0x%02x", b)
+	p0 := inv(dst>>3)<<7 | inv(src2>>4)<<6 | inv(src2>>3)<<5 | inv(dst>>4)<<4 | 0b010 // R X B R' 0 mmm=0F38
+	p1 := (^src1&0xf)<<3 | 1<<2 | 0b10                                                // W=0 vvvv 1 pp=F3
+	p2 := 0b10<<5 | inv(src1>>4)<<3                                                   // z=0 L'L=512 b=0 V' aaa=0
+	modrm := 0b11<<6 | (dst&7)<<3 | src2&7
+	parts := make([]string, 0, 6)
+	for _, b := range []int{0x62, p0, p1, p2, 0x52, modrm} {
+		parts = append(parts, fmt.Sprintf("BYTE $0x%02x", b))
 	}
 	return strings.Join(parts, "; ")
 }
 
 // writeAVX512With writes the AVX-512 kernel body with fma emitting the
-// multiply-accumulate of one broadcast A value (at byte offset off from AX)
-// by one B vector into one accumulator.
-func writeAVX512With(s *bytes.Buffer, name string, mr, nv int, fma func(off int, b, acc string)) {
+// multiply-accumulate of one broadcast A value (register a) by one B
+// vector into one accumulator.
+func writeAVX512With(s *bytes.Buffer, name string, mr, nv int, fma func(a, b, acc string)) {
 	nr := 16 * nv
 	acc := func(i, v int) string { return fmt.Sprintf("Z%d", i*nv+v) }
 	breg := func(v int) string { return fmt.Sprintf("Z%d", mr*nv+v) }
@@ -194,11 +186,16 @@ func writeAVX512With(s *bytes.Buffer, name string, mr, nv int, fma func(off int,
 		for v := 0; v < nv; v++ {
 			fmt.Fprintf(s, "\tVMOVUPS %d(BX), %s\n", (u*nr+v*16)*4, breg(v))
 		}
-		// Broadcasting A inside the FMA (rather than into a register first)
-		// saves a register and measured the same.
+		// Each A value is broadcast into a register (Z30 and Z31 in turn)
+		// and feeds its row's nv FMAs. Broadcasting inside every FMA
+		// instead loads each value nv times: with 14 rows that is 30 loads
+		// per 28 FMAs, and the kernel ran at 88-92% of the FMA peak on Zen 5
+		// against 97-99% this way.
 		for i := 0; i < mr; i++ {
+			a := fmt.Sprintf("Z%d", 30+i%2)
+			fmt.Fprintf(s, "\tVBROADCASTSS %d(AX), %s\n", (u*mr+i)*4, a)
 			for v := 0; v < nv; v++ {
-				fma((u*mr+i)*4, breg(v), acc(i, v))
+				fma(a, breg(v), acc(i, v))
 			}
 		}
 	})
