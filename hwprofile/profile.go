@@ -65,6 +65,14 @@ type Profile struct {
 	ConvWideGFLOPS  float64 `json:"conv_wide_gflops"`
 	ConvMidGFLOPS   float64 `json:"conv_mid_gflops"`
 	ConvSmallGFLOPS float64 `json:"conv_small_gflops"`
+	// ConvPanel is how many output channels the GEMM under a convolution
+	// computes at once (the Go GEMM's panel width, 32 with AVX-512; 1
+	// where another GEMM runs them): a convolution with fewer, or a
+	// remainder, pays for the whole panel. The 8-channel probe above paid
+	// for 32 with AVX-512, and the VAE's last convolution, 3 channels out
+	// of 16, ran at a tenth of the rate of its 16-channel neighbours.
+	// Not measured: a property of the code this machine runs.
+	ConvPanel int `json:"conv_panel"`
 	// MemGBps is the elementwise streaming rate (bytes read plus written)
 	// of norms, adds and activations.
 	MemGBps float64 `json:"mem_gbps"`
@@ -169,6 +177,7 @@ func Default() Profile {
 		ConvWideGFLOPS:        90 * scale,
 		ConvMidGFLOPS:         50 * scale,
 		ConvSmallGFLOPS:       8 * scale,
+		ConvPanel:             ConvPanelWidth(),
 		MemGBps:               8,
 		OpOverheadUs:          80,
 		H2DGBps:               8,
@@ -180,6 +189,16 @@ func Default() Profile {
 		DiskCPU:               0.45,
 		CopyOverlap:           0.3,
 	}
+}
+
+// ConvPanelWidth is the output channels the default GEMM computes at once
+// in a convolution: its panel width when it packs weights in panels (the
+// CPU backend's convolutions then multiply by packed weights), else 1.
+func ConvPanelWidth() int {
+	if pp, ok := gemm.Best().(gemm.PanelPacker); ok {
+		return pp.PanelWidth()
+	}
+	return 1
 }
 
 // MemoryBytes reads MemTotal from /proc/meminfo; 0 where there is none.
@@ -244,6 +263,9 @@ func (p Profile) Validate() error {
 	}
 	if len(p.Gemm) == 0 {
 		return errors.New("hardware profile: no GEMM rate (measure with `ferry calibrate` or set --gemm-gflops)")
+	}
+	if p.ConvPanel < 1 {
+		return fmt.Errorf("hardware profile: conv_panel %d, want >= 1 (delete the file and run `ferry calibrate` again)", p.ConvPanel)
 	}
 	return nil
 }

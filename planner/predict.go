@@ -362,11 +362,13 @@ func (pl *pipelineSim) decode() {
 }
 
 // decodeTile runs the chunks of one latent tile: the first chunk and one
-// steady chunk are simulated, the steady one stands for the rest.
+// steady chunk are simulated, the steady one stands for the rest. Its
+// first touches stand for nothing more: the chunks after it find the
+// memory it mapped in the allocator's cache.
 func (pl *pipelineSim) decodeTile(h, w int) (float64, compStats) {
 	s, vae := pl.s, pl.s.byName[VAE]
 	_, frames, _, _ := pl.req.latent(pl.p)
-	tile := vaeChunks(pl.p, pl.req.Batch, frames, h, w, pl.id)
+	tile := vaeChunks(pl.p, pl.req.Batch, frames, h, w, s.hw.ConvPanel, pl.id)
 	var total float64
 	var stats compStats
 	for j, ps := range tile.chunks {
@@ -374,10 +376,14 @@ func (pl *pipelineSim) decodeTile(h, w int) (float64, compStats) {
 		if j == 1 {
 			n = frames - 1
 		}
-		before, t := vae.stats, s.now
+		before, t, touched := vae.stats, s.now, s.touched
 		s.runPass(vae, ps)
-		total += float64(n) * (s.now - t)
-		stats = stats.plus(vae.stats.minus(before), n)
+		touch := s.touched - touched
+		total += touch + float64(n)*(s.now-t-touch)
+		st := vae.stats.minus(before)
+		st.compute -= touch
+		stats = stats.plus(st, n)
+		stats.compute += touch
 	}
 	return total, stats
 }

@@ -29,6 +29,9 @@ func (w work) add(o work) work {
 // ConvSmall, ConvMid, Conv and ConvWide GFLOPS.
 var convProbes = [4]float64{216, 864, 2592, 10368}
 
+// convProbeChannels are the probes' channel counts, in and out.
+var convProbeChannels = [4]int{8, 32, 96, 384}
+
 // convFlops splits convolution flops of reduction k between the two probes
 // around it, linearly in log2(k) (so that they are priced at the harmonic
 // interpolation of the two rates), all to the end probe outside their
@@ -135,3 +138,6 @@ func attnFlops(flops float64, d int) [2]float64 {
 	a = min(1, max(0, a))
 	return [2]float64{(1 - a) * flops, a * flops}
 }
+
+// roundUp rounds n up to a multiple of to.
+func roundUp(n, to int) int { return (n + to - 1) / to * to }

@@ -97,6 +97,8 @@ type sim struct {
 	// free is the memory the kernel can still hand out without evicting
 	// (touchTime); negative: unknown, never runs out.
 	free int64
+	// touched is the time spent on first touches of activations so far.
+	touched float64
 }
 
 type liveTensor struct {
@@ -389,6 +391,7 @@ func (s *sim) run(cs *simComp, c call) {
 		s.apply(ev, cs.acts)
 	}
 	touch := s.touchTime(cs.acts.Mapped - mapped)
+	s.touched += touch
 	s.now = t0 + dur + touch
 	cs.stats.compute += dur + touch
 	s.advance(s.now)
@@ -401,10 +404,20 @@ func (s *sim) run(cs *simComp, c call) {
 
 // seconds rates work with the hardware profile.
 func (s *sim) seconds(w work) float64 {
-	return w.gemm/(s.gemmGFLOPS()*1e9) + w.attn[0]/(s.hw.AttentionSmallGFLOPS*1e9) + w.attn[1]/(s.hw.AttentionGFLOPS*1e9) +
-		w.conv[0]/(s.hw.ConvSmallGFLOPS*1e9) + w.conv[1]/(s.hw.ConvMidGFLOPS*1e9) + w.conv[2]/(s.hw.ConvGFLOPS*1e9) +
-		w.conv[3]/(s.hw.ConvWideGFLOPS*1e9) +
+	t := w.gemm/(s.gemmGFLOPS()*1e9) + w.attn[0]/(s.hw.AttentionSmallGFLOPS*1e9) + w.attn[1]/(s.hw.AttentionGFLOPS*1e9) +
 		w.mem/(s.hw.MemGBps*1e9)
+	rates := [4]float64{s.hw.ConvSmallGFLOPS, s.hw.ConvMidGFLOPS, s.hw.ConvGFLOPS, s.hw.ConvWideGFLOPS}
+	for i, f := range w.conv {
+		t += f / (rates[i] * paddedRatio(convProbeChannels[i], s.hw.ConvPanel) * 1e9)
+	}
+	return t
+}
+
+// paddedRatio is what c output channels cost in whole panels, over c: 4
+// for the 8-channel probe under panels of 32. The probes' rates are of
+// real flops, the work is of padded ones.
+func paddedRatio(c, panel int) float64 {
+	return float64(roundUp(c, max(panel, 1))) / float64(c)
 }
 
 // gemmGFLOPS is the measured rate of the products as they run: the bf16

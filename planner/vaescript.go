@@ -32,6 +32,7 @@ type vslot struct {
 type vaeRec struct {
 	r     *recorder
 	b     int
+	panel int // output channels the convolutions compute at once
 	slots []*vslot
 	idx   int
 	blk   map[string]int
@@ -107,7 +108,10 @@ func (v *vaeRec) conv(in *vt, cout, kt, kh, pad int) *vt {
 	t, h, w := in.t-kt+1, in.h+2*pad-kh+1, in.w+2*pad-kh+1
 	y := v.alloc(cout, t, h, w)
 	var wk work
-	wk.conv = convFlops(2*float64(v.b*t*h*w)*float64(cout*in.c*kt*kh*kh), in.c*kt*kh*kh)
+	// The flops of whole panels of output channels: the GEMM computes
+	// them whether or not every channel of the last panel exists.
+	padded := roundUp(cout, v.panel)
+	wk.conv = convFlops(2*float64(v.b*t*h*w)*float64(padded*in.c*kt*kh*kh), in.c*kt*kh*kh)
 	v.addWork(wk)
 	return y
 }
@@ -285,19 +289,20 @@ type vaeTile struct {
 
 // vaeChunks records the decode of a latent tile [z, frames, h, w]: its
 // cache slots live from the first chunk to the last, which frees them.
-func vaeChunks(p *Profile, b, frames, h, w int, id *ids) vaeTile {
+func vaeChunks(p *Profile, b, frames, h, w, panel int, id *ids) vaeTile {
 	comp := p.Component(VAE)
-	v := &vaeRec{r: &recorder{ids: id}, b: b, blk: map[string]int{}}
+	v := &vaeRec{r: &recorder{ids: id}, b: b, panel: max(panel, 1), blk: map[string]int{}}
 	for i, bl := range comp.Blocks {
 		v.blk[bl.Name] = i
 	}
 	tile := vaeTile{frames: frames}
-	for k := range min(frames, 2) {
+	recorded := min(frames, 2)
+	for k := range recorded {
 		v.calls, v.cur, v.pre = nil, nil, nil
 		out := v.decodeFrame(p.Coder, h, w)
 		ps := pass{pre: v.pre, calls: v.calls}
 		v.free(out) // copied into the tile's video
-		if k == min(frames, 2)-1 {
+		if k == recorded-1 {
 			for _, s := range v.slots {
 				v.free(s.frames)
 			}
