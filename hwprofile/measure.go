@@ -73,7 +73,7 @@ func Measure(opts Options) (Profile, error) {
 
 	// First, before any probe has freed memory (see measureFirstTouch).
 	logf("first touch of fresh memory")
-	p.FirstTouchUsPerPage = measureFirstTouch(sz)
+	p.FirstTouchUsPerPage, p.WarmTouchUsPerPage = measureFirstTouch(sz)
 
 	impls, err := gemmImpls(opts.Gemm, opts.Small)
 	if err != nil {
@@ -266,35 +266,44 @@ func measureUpload(be *cpu.Backend, sz sizes, src dtype.DType) float64 {
 
 // measureFirstTouch writes one float per page of fresh device memory,
 // twice, on one thread (the copy worker reads host copies into fresh pages
-// on one): the first pass pays the page faults, the second does not.
+// on one): the first pass pays the page faults, the second does not. Then
+// it gives the memory back (munmap), maps as much again and does the same:
+// the warm figure, for memory a run unmaps and maps again.
 //
-// It measures cold memory, as a run meets it. On virtual machines whose
-// balloon reports free memory to the host (virtio-balloon free page
-// reporting), the host takes back pages that stay free for a few seconds,
-// and must fault each in again when the guest next touches it: on the
-// reference VM a fresh page cost 5-10 µs (huge pages, 15 with 4 KiB ones)
-// where a page freed a moment before cost 0.3. A run starts on memory freed
-// long before, so calibrate probes first thing, after waiting settle for
-// what the process before it freed (a build, another run) to go cold.
-func measureFirstTouch(sz sizes) float64 {
+// The first figure is of cold memory, as a run meets it. On virtual
+// machines whose balloon reports free memory to the host (virtio-balloon
+// free page reporting), the host takes back pages that stay free for a
+// few seconds, and must fault each in again when the guest next touches
+// it: on the reference VM a fresh page cost 5-10 µs (huge pages, 15 with
+// 4 KiB ones) where a page freed a moment before cost 0.2-0.3. A run
+// starts on memory freed long before, so calibrate probes first thing,
+// after waiting settle for what the process before it freed (a build,
+// another run) to go cold.
+func measureFirstTouch(sz sizes) (cold, warm float64) {
 	time.Sleep(sz.settle)
 	dev := cpu.NewDevice(0)
 	ops := tensor.NewOps(cpu.New(dev, gemm.Naive{}))
-	t := ops.Empty(dtype.F32, int(sz.touchBytes/4))
 	defer dev.EmptyCache()
-	defer t.Free()
-	data := t.F32()
-	pass := func(v float32) time.Duration {
-		t0 := time.Now()
-		for i := 0; i < len(data); i += 1024 {
-			data[i] = v
+	touch := func() float64 {
+		t := ops.Empty(dtype.F32, int(sz.touchBytes/4))
+		defer t.Free()
+		data := t.F32()
+		pass := func(v float32) time.Duration {
+			t0 := time.Now()
+			for i := 0; i < len(data); i += 1024 {
+				data[i] = v
+			}
+			return time.Since(t0)
 		}
-		return time.Since(t0)
+		first := pass(1)
+		second := pass(2)
+		pages := float64(sz.touchBytes / 4096)
+		return max(0.01, (first-second).Seconds()*1e6/pages)
 	}
-	first := pass(1)
-	second := pass(2)
-	pages := float64(sz.touchBytes / 4096)
-	return max(0.01, (first-second).Seconds()*1e6/pages)
+	cold = touch()
+	dev.EmptyCache()
+	warm = min(touch(), cold)
+	return cold, warm
 }
 
 // measureOverlap runs GEMMs alone, uploads alone, then both at once, and

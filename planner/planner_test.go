@@ -572,6 +572,32 @@ func TestTouchPastFreeMemory(t *testing.T) {
 	}
 }
 
+// TestTouchWarmAfterUnmap: memory the run gave back (a segment unmapped
+// under a budget) costs the warm rate when it is mapped again, as much of
+// it as was given back; past that, fresh pages cost the cold rate.
+func TestTouchWarmAfterUnmap(t *testing.T) {
+	hw := hwprofile.Default()
+	hw.FirstTouchUsPerPage, hw.WarmTouchUsPerPage = 10, 1
+	const seg = 4 << 20 // a large segment of its own
+	s := newSim(hw, Budgets{DeviceBytes: seg})
+	us := func(bytes int64, rate float64) float64 { return float64(bytes) / pageSize * rate * 1e-6 }
+	a := s.dev.alloc(seg)
+	if got, want := s.touchTime(s.dev.Mapped), us(seg, 10); math.Abs(got-want) > 1e-12 {
+		t.Fatalf("first mapping: %.4gs, want %.4gs", got, want)
+	}
+	s.dev.release(a)
+	mapped := s.dev.Mapped
+	if s.dev.alloc(seg/2) == nil { // another size class: the cached segment is unmapped for it
+		t.Fatal("allocation under the budget failed")
+	}
+	if got, want := s.touchTime(s.dev.Mapped-mapped), us(s.dev.Mapped-mapped, 1); math.Abs(got-want) > 1e-12 {
+		t.Errorf("mapping again after an unmap: %.4gs, want %.4gs (warm)", got, want)
+	}
+	if got, want := s.touchTime(seg), us(seg/2, 1)+us(seg/2, 10); s.warm != 0 || math.Abs(got-want) > 1e-12 {
+		t.Errorf("past what was given back: %.4gs, want %.4gs (half warm, half cold); %d warm bytes left", got, want, s.warm)
+	}
+}
+
 // TestHostCopyReadThenTouch: a host-tier block's first load reads the
 // checkpoint into fresh host pages, and the kernel faults each in during
 // the copy, so the read costs the disk's time plus the first touch's (not

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"errors"
+	"ferry/backend/cpu/arena"
 	"fmt"
 
 	"ferry/dtype"
@@ -99,6 +100,10 @@ type sim struct {
 	free int64
 	// touched is the time spent on first touches of activations so far.
 	touched float64
+	// warm is memory the run has given back (segments unmapped under a
+	// budget) and not mapped again yet: the next fresh pages reuse it at
+	// the warm rate.
+	warm int64
 }
 
 type liveTensor struct {
@@ -113,6 +118,8 @@ func newSim(hw hwprofile.Profile, b Budgets) *sim {
 		s.free = b.FreeBytes
 	}
 	s.dev.reclaim = s.reclaim
+	unmapped := func(seg *arena.Segment) { s.warm += seg.Size }
+	s.dev.Unmap, s.host.Unmap = unmapped, unmapped
 	joint := func() { s.peakJoint = max(s.peakJoint, s.dev.Reserved+s.host.Reserved) }
 	s.dev.observe, s.host.observe = joint, joint
 	return s
@@ -260,14 +267,18 @@ func (s *sim) readTime(x *simBlock) float64 {
 	return raw*cold/(s.hw.DiskGBps*1e9) + raw*(1-cold)/(s.hw.PageCacheGBps*1e9)
 }
 
-// touchTime prices the first touch of fresh pages: at the calibrated rate
+// touchTime prices the first touch of fresh pages: memory the run gave
+// back earlier at the warm rate, the rest at the calibrated (cold) rate
 // while the kernel has free memory, at the reclaim rate past it, where it
 // must evict page cache for each page and huge pages fall back to 4 KiB
-// ones. (Host copies of the 1.3B checkpoint cost 2-10 µs per page here
-// against the 0.5-1 µs calibrate measures.)
+// ones. (Host copies of the 1.3B checkpoint cost 2-10 µs per page here.)
 func (s *sim) touchTime(fresh int64) float64 {
+	warm := min(fresh, s.warm)
+	s.warm -= warm
+	fresh -= warm
 	slow := fresh - s.useFree(fresh)
-	return (float64(fresh-slow)*s.hw.FirstTouchUsPerPage + float64(slow)*s.hw.ReclaimTouchUsPerPage) / pageSize * 1e-6
+	us := float64(warm)*s.hw.WarmTouchUsPerPage + float64(fresh-slow)*s.hw.FirstTouchUsPerPage + float64(slow)*s.hw.ReclaimTouchUsPerPage
+	return us / pageSize * 1e-6
 }
 
 // useFree takes up to n bytes of the free memory and returns how many it
