@@ -38,13 +38,13 @@ func Linear(tb testing.TB, name string, g *gemm.Go, m, n, k int, a, b, c []float
 // off the drifts and bursts of a shared machine, which separate runs of a
 // and c each catch differently.
 //
-// Each timed run comes right after an untimed run of the same side, as a
-// model's products follow one another: both sides meet threads that are
-// awake and caches that hold their own data. Without it the side that
-// runs after the other's After pause pays alone for waking its threads,
-// which took 2-3 ms on these virtual machines after 20 ms asleep (the
-// scheduler placed the woken thread on the busy core), the whole of a
-// 2 ms product.
+// Each timed run comes right after untimed runs of the same side lasting
+// at least warmUp, as a model's products follow one another: both sides
+// meet threads that are awake and caches that hold their own data.
+// Without it the side that runs after the other's After pause pays alone
+// for waking its threads, which took 2-3 ms on these virtual machines
+// after 20 ms asleep (the scheduler placed the woken thread on the busy
+// core): more than a whole product at 256 rows.
 func Paired(b *testing.B, a, c Side) {
 	var ra, rc, ratio []float64
 	for b.Loop() {
@@ -59,10 +59,15 @@ func Paired(b *testing.B, a, c Side) {
 	b.ReportMetric(median(ratio), "ratio")
 }
 
-// warmTimed runs s once untimed, then times it (After follows only the
-// timed run).
+// warmUp is how long each side runs untimed before its timed run.
+const warmUp = 20 * time.Millisecond
+
+// warmTimed runs s untimed for at least warmUp, then times it (After
+// follows only the timed run).
 func warmTimed(s Side) float64 {
-	s.Run()
+	for t0 := time.Now(); time.Since(t0) < warmUp; {
+		s.Run()
+	}
 	return timed(s)
 }
 
