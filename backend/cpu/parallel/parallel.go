@@ -7,6 +7,11 @@
 // finish, poll for a while (spinWait) before they sleep: waking a sleeping
 // thread took 100-120 µs on the virtual machines ferry was measured on, so
 // a loop of 100 µs per worker ran on one core and took twice as long.
+// After 20 ms or more asleep it took 2-3 ms there (the kernel placed the
+// woken thread on the caller's busy core until the next tick), so the
+// first loop after a long pause runs on fewer cores. Pipelines rarely
+// meet it (20-50 sleeps in a wan-tiny run; polling for 20 ms instead of
+// spinWait changed no run time), and benchmarks warm up past it.
 package parallel
 
 import (
