@@ -171,19 +171,11 @@ func measureGemm(impl gemm.Impl, sz sizes) GemmRate {
 	// The rate of the whole mix (total flops over total time), which is
 	// what a transformer block's products add up to.
 	r.GFLOPS = flops / secs / 1e9
-	if impl.Name() == "openblas" {
-		// OpenBLAS's threads busy-wait for new work ~80 ms after a call:
-		// let them stop before the next probe, which they would take a
-		// core from (the Go GEMM measured after it ran at one core's
-		// rate, 228 against 470 GFLOP/s).
-		time.Sleep(openBLASSpin)
-	}
+	// The next probe would lose a core to OpenBLAS's spinning threads (the
+	// Go GEMM measured after it ran at 228 against 470 GFLOP/s).
+	gemm.Settle(impl)
 	return r
 }
-
-// openBLASSpin is how long OpenBLAS 0.3's threads may spin after a call
-// (2^28 cycles, with room to spare).
-const openBLASSpin = 150 * time.Millisecond
 
 // measureGemmBF16 times the bf16 path as a pipeline uses it: weights bf16
 // on the device, the backend computing in bf16 ("go-bf16").

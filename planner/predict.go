@@ -362,9 +362,9 @@ func (pl *pipelineSim) decode() {
 }
 
 // decodeTile runs the chunks of one latent tile: the first chunk and one
-// steady chunk are simulated, the steady one stands for the rest. Its
-// first touches stand for nothing more: the chunks after it find the
-// memory it mapped in the allocator's cache.
+// steady chunk are simulated, the steady one stands for the rest. They
+// repeat it without its first touches: they find the memory it mapped in
+// the allocator's cache.
 func (pl *pipelineSim) decodeTile(h, w int) (float64, compStats) {
 	s, vae := pl.s, pl.s.byName[VAE]
 	_, frames, _, _ := pl.req.latent(pl.p)
@@ -372,18 +372,18 @@ func (pl *pipelineSim) decodeTile(h, w int) (float64, compStats) {
 	var total float64
 	var stats compStats
 	for j, ps := range tile.chunks {
-		n := 1
-		if j == 1 {
-			n = frames - 1
-		}
-		before, t, touched := vae.stats, s.now, s.touched
+		before, t := vae.stats, s.now
 		s.runPass(vae, ps)
-		touch := s.touched - touched
-		total += touch + float64(n)*(s.now-t-touch)
 		st := vae.stats.minus(before)
-		st.compute -= touch
-		stats = stats.plus(st, n)
-		stats.compute += touch
+		total += s.now - t
+		stats = stats.plus(st, 1)
+		if j == 1 {
+			rest := st
+			rest.compute -= st.actTouch
+			rest.actTouch = 0
+			total += float64(frames-2) * (s.now - t - st.actTouch)
+			stats = stats.plus(rest, frames-2)
+		}
 	}
 	return total, stats
 }

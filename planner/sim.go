@@ -2,9 +2,9 @@ package planner
 
 import (
 	"errors"
-	"ferry/backend/cpu/arena"
 	"fmt"
 
+	"ferry/backend/cpu/arena"
 	"ferry/dtype"
 	"ferry/hwprofile"
 	"ferry/residency"
@@ -56,6 +56,7 @@ type simComp struct {
 type compStats struct {
 	compute, stall, copy, upload float64
 	read, touch                  float64 // of copy: reading the checkpoint, first touch of host copies
+	actTouch                     float64 // of compute: first touch of activations
 	loads, evictions             int
 	bytesCopied, bytesDisk       int64
 }
@@ -64,14 +65,14 @@ func (a compStats) plus(b compStats, times int) compStats {
 	f := float64(times)
 	return compStats{
 		compute: a.compute + f*b.compute, stall: a.stall + f*b.stall, copy: a.copy + f*b.copy, upload: a.upload + f*b.upload, read: a.read + f*b.read, touch: a.touch + f*b.touch,
-		loads: a.loads + times*b.loads, evictions: a.evictions + times*b.evictions,
+		actTouch: a.actTouch + f*b.actTouch, loads: a.loads + times*b.loads, evictions: a.evictions + times*b.evictions,
 		bytesCopied: a.bytesCopied + int64(times)*b.bytesCopied, bytesDisk: a.bytesDisk + int64(times)*b.bytesDisk,
 	}
 }
 
 func (a compStats) minus(b compStats) compStats {
 	return compStats{compute: a.compute - b.compute, stall: a.stall - b.stall, copy: a.copy - b.copy, upload: a.upload - b.upload, read: a.read - b.read, touch: a.touch - b.touch,
-		loads: a.loads - b.loads, evictions: a.evictions - b.evictions, bytesCopied: a.bytesCopied - b.bytesCopied, bytesDisk: a.bytesDisk - b.bytesDisk}
+		actTouch: a.actTouch - b.actTouch, loads: a.loads - b.loads, evictions: a.evictions - b.evictions, bytesCopied: a.bytesCopied - b.bytesCopied, bytesDisk: a.bytesDisk - b.bytesDisk}
 }
 
 // sim runs the executor's rules on a clock: the compute thread's Runs and
@@ -98,8 +99,8 @@ type sim struct {
 	// free is the memory the kernel can still hand out without evicting
 	// (touchTime); negative: unknown, never runs out.
 	free int64
-	// touched is the time spent on first touches of activations so far.
-	touched float64
+	// convRates prices convolution work by probe (see seconds).
+	convRates [4]float64
 	// warm is memory the run has given back (segments unmapped under a
 	// budget) and not mapped again yet: the next fresh pages reuse it at
 	// the warm rate.
@@ -116,6 +117,9 @@ func newSim(hw hwprofile.Profile, b Budgets) *sim {
 		byName: map[string]*simComp{}, live: map[int]liveTensor{}, free: -1}
 	if b.FreeBytes > 0 {
 		s.free = b.FreeBytes
+	}
+	for i, r := range [4]float64{hw.ConvSmallGFLOPS, hw.ConvMidGFLOPS, hw.ConvGFLOPS, hw.ConvWideGFLOPS} {
+		s.convRates[i] = r * paddedRatio(convProbeChannels[i], hw.ConvPanel) * 1e9
 	}
 	s.dev.reclaim = s.reclaim
 	unmapped := func(seg *arena.Segment) { s.warm += seg.Size }
@@ -402,9 +406,9 @@ func (s *sim) run(cs *simComp, c call) {
 		s.apply(ev, cs.acts)
 	}
 	touch := s.touchTime(cs.acts.Mapped - mapped)
-	s.touched += touch
 	s.now = t0 + dur + touch
 	cs.stats.compute += dur + touch
+	cs.stats.actTouch += touch
 	s.advance(s.now)
 
 	b.inUse = false
@@ -417,16 +421,15 @@ func (s *sim) run(cs *simComp, c call) {
 func (s *sim) seconds(w work) float64 {
 	t := w.gemm/(s.gemmGFLOPS()*1e9) + w.attn[0]/(s.hw.AttentionSmallGFLOPS*1e9) + w.attn[1]/(s.hw.AttentionGFLOPS*1e9) +
 		w.mem/(s.hw.MemGBps*1e9)
-	rates := [4]float64{s.hw.ConvSmallGFLOPS, s.hw.ConvMidGFLOPS, s.hw.ConvGFLOPS, s.hw.ConvWideGFLOPS}
 	for i, f := range w.conv {
-		t += f / (rates[i] * paddedRatio(convProbeChannels[i], s.hw.ConvPanel) * 1e9)
+		t += f / s.convRates[i]
 	}
 	return t
 }
 
 // paddedRatio is what c output channels cost in whole panels, over c: 4
 // for the 8-channel probe under panels of 32. The probes' rates are of
-// real flops, the work is of padded ones.
+// real flops, the work is of padded ones, so newSim scales the rates.
 func paddedRatio(c, panel int) float64 {
 	return float64(roundUp(c, max(panel, 1))) / float64(c)
 }

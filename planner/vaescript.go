@@ -296,13 +296,12 @@ func vaeChunks(p *Profile, b, frames, h, w, panel int, id *ids) vaeTile {
 		v.blk[bl.Name] = i
 	}
 	tile := vaeTile{frames: frames}
-	recorded := min(frames, 2)
-	for k := range recorded {
+	for k := range min(frames, 2) {
 		v.calls, v.cur, v.pre = nil, nil, nil
 		out := v.decodeFrame(p.Coder, h, w)
 		ps := pass{pre: v.pre, calls: v.calls}
 		v.free(out) // copied into the tile's video
-		if k == recorded-1 {
+		if k == min(frames, 2)-1 {
 			for _, s := range v.slots {
 				v.free(s.frames)
 			}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"ferry/backend/cpu/gemm"
 	"ferry/backend/cpu/gemm/gemmtest"
@@ -114,7 +113,7 @@ func BenchmarkSgemm(b *testing.B) {
 					impl.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
 				})
 			})
-			settle(impl)
+			gemm.Settle(impl)
 		}
 		b.Run(name+"/go-bf16", func(b *testing.B) {
 			benchBF16(b, gemm.DefaultBF16(), ops)
@@ -147,15 +146,6 @@ func benchBF16(b *testing.B, g gemm.BF16Impl, ops *benchOperands) {
 // the executor packs them when it moves them to the device).
 func benchBF16Packed(b *testing.B, g *gemm.GoBF16, ops *benchOperands) {
 	measure(b, ops.m, ops.n, ops.k, packedBF16Side(b, "", g, ops).Run)
-}
-
-// settle waits after an OpenBLAS run until its threads stop spinning:
-// OpenBLAS 0.3.21 busy-waits for new work for about 2^28 cycles (~80 ms
-// here) after each call, which would take a core from whatever runs next.
-func settle(impl gemm.Impl) {
-	if impl.Name() == "openblas" {
-		time.Sleep(150 * time.Millisecond)
-	}
 }
 
 // BenchmarkGoWorkers measures how the Go GEMMs (fp32, bf16, bf16 with the
@@ -205,7 +195,7 @@ func BenchmarkSmall(b *testing.B) {
 					impl.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
 				})
 			})
-			settle(impl)
+			gemm.Settle(impl)
 		}
 	}
 }
@@ -244,7 +234,7 @@ func BenchmarkPaired(b *testing.B) {
 		name := fmt.Sprintf("M=%d/K=%d/N=%d", m, k, n)
 		fp32 := packedSide(b, "go-packed", g, ops)
 		if blasErr == nil {
-			ref := gemmtest.Side{Name: "openblas", Flops: fp32.Flops, After: func() { settle(blas) }, Run: func() {
+			ref := gemmtest.Side{Name: "openblas", Flops: fp32.Flops, After: func() { gemm.Settle(blas) }, Run: func() {
 				blas.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
 			}}
 			b.Run("go-packed-vs-openblas/"+name, func(b *testing.B) { gemmtest.Paired(b, fp32, ref) })

@@ -1,8 +1,24 @@
 package gemm
 
 import (
+	"time"
+
 	"golang.org/x/sys/cpu"
 )
+
+// openBLASSpin is how long OpenBLAS 0.3's threads may spin after a call:
+// 0.3.21 busy-waits for new work for about 2^28 cycles (~80 ms here).
+const openBLASSpin = 150 * time.Millisecond
+
+// Settle returns once impl's own threads have stopped spinning after its
+// last call, so that they take no core from what runs next: it waits
+// openBLASSpin after OpenBLAS, nothing after the others. (The Go GEMM
+// timed right after OpenBLAS ran at one core's rate.)
+func Settle(impl Impl) {
+	if impl.Name() == "openblas" {
+		time.Sleep(openBLASSpin)
+	}
+}
 
 // BLASInfo describes the OpenBLAS this process loaded, for reports.
 type BLASInfo struct {
