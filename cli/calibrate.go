@@ -23,6 +23,7 @@ func runCalibrate(e *env, args []string) error {
 	fs := newFlags(e, "calibrate", "[--json] [--FIGURE VALUE ...]")
 	asJSON := fs.Bool("json", false, "print the profile as JSON")
 	small := fs.Bool("quick", false, "tiny probes (seconds, figures dominated by overheads)")
+	reclaimDir := fs.String("reclaim-probe", "", "also measure the first touch past free memory, evicting this checkpoint `folder`'s pages from the page cache (a minute; holds the free memory plus 2 GiB)")
 	overrides := map[string]*float64{}
 	for _, f := range hwprofile.Flags() {
 		overrides[f.Name] = fs.Float64(f.Name, 0, "use this instead of measuring: "+f.Help)
@@ -34,8 +35,16 @@ func runCalibrate(e *env, args []string) error {
 	if *asJSON {
 		log = nil
 	}
+	if *reclaimDir != "" {
+		if err := hwprofile.CheckReclaimDir(*reclaimDir, *small); err != nil {
+			return asUser(err)
+		}
+	}
 	p, err := hwprofile.Measure(hwprofile.Options{Small: *small, Log: log})
 	if err != nil {
+		return err
+	}
+	if err := reclaimFigure(&p, *reclaimDir, *small, log); err != nil {
 		return err
 	}
 	for name, v := range overrides {
@@ -64,6 +73,27 @@ func runCalibrate(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "attention %.1f GFLOP/s, conv %.1f GFLOP/s, elementwise %.1f GB/s\n", p.AttentionGFLOPS, p.ConvGFLOPS, p.MemGBps)
 	fmt.Fprintf(e.stdout, "host->device %.2f GB/s (bf16->f32), disk %.2f GB/s, page cache %.2f GB/s\n", p.H2DGBps, p.DiskGBps, p.PageCacheGBps)
 	fmt.Fprintf(e.stdout, "first touch of fresh memory %.2f µs per 4 KiB page (%.2f µs where the process unmapped it moments before)\n", p.FirstTouchUsPerPage, p.WarmTouchUsPerPage)
+	if p.ReclaimNote != "" {
+		fmt.Fprintf(e.stdout, "first touch past free memory %.2f µs per 4 KiB page (%s)\n", p.ReclaimTouchUsPerPage, p.ReclaimNote)
+	}
 	fmt.Fprintf(e.stdout, "saved %s\n", path)
+	return nil
+}
+
+// reclaimFigure measures the first touch past free memory when dir names a
+// folder to evict. Otherwise it keeps the figure an earlier calibrate
+// measured, since this probe runs only when asked.
+func reclaimFigure(p *hwprofile.Profile, dir string, small bool, log func(string, ...any)) error {
+	if dir == "" {
+		if old, found, err := hwprofile.LoadOrDefault(""); err == nil && found && old.ReclaimNote != "" {
+			p.ReclaimTouchUsPerPage, p.ReclaimNote = old.ReclaimTouchUsPerPage, old.ReclaimNote
+		}
+		return nil
+	}
+	us, note, err := hwprofile.MeasureReclaim(hwprofile.ReclaimOptions{Dir: dir, Small: small, Log: log})
+	if err != nil {
+		return asUser(err)
+	}
+	p.ReclaimTouchUsPerPage, p.ReclaimNote = us, note
 	return nil
 }

@@ -99,6 +99,45 @@ func TestCalibrateQuick(t *testing.T) {
 	}
 }
 
+// TestCalibrateKeepsReclaimFigure: the reclaim probe runs only when asked,
+// so a later calibrate keeps the figure it measured, and a folder too
+// small to evict from is a one-line usage error.
+func TestCalibrateKeepsReclaimFigure(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), make([]byte, 6<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type figure struct {
+		Us   float64 `json:"reclaim_touch_us_per_page"`
+		Note string  `json:"reclaim_note"`
+	}
+	calibrate := func(args ...string) figure {
+		t.Helper()
+		code, out, stderr := ferry(t, append([]string{"calibrate", "--quick", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("calibrate %v: exit %d: %s", args, code, stderr)
+		}
+		var f figure
+		if err := json.Unmarshal([]byte(out), &f); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	probed := calibrate("--reclaim-probe", dir)
+	if probed.Note == "" || !(probed.Us > 0) {
+		t.Fatalf("after the probe: %+v, want a figure and a note", probed)
+	}
+	if again := calibrate(); again != probed {
+		t.Errorf("calibrate without the probe: %+v, want the probed %+v kept", again, probed)
+	}
+	code, _, stderr := ferry(t, "calibrate", "--quick", "--reclaim-probe", t.TempDir())
+	if code != ExitUsage || !strings.Contains(stderr, "holds no files") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("empty folder: exit %d, stderr %q", code, stderr)
+	}
+}
+
 // TestPlanProbesTheCheckpoint: with the checkpoint out of the page cache,
 // ferry plan prices uncached reads at the rate it measured reading the
 // checkpoint itself, and --disk-gbps still overrides that.

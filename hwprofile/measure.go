@@ -279,23 +279,34 @@ func measureFirstTouch(sz sizes) (cold, warm float64) {
 	touch := func() float64 {
 		t := ops.Empty(dtype.F32, int(sz.touchBytes/4))
 		defer t.Free()
-		data := t.F32()
-		pass := func(v float32) time.Duration {
-			t0 := time.Now()
-			for i := 0; i < len(data); i += 1024 {
-				data[i] = v
-			}
-			return time.Since(t0)
-		}
-		first := pass(1)
-		second := pass(2)
-		pages := float64(sz.touchBytes / 4096)
-		return max(0.01, (first-second).Seconds()*1e6/pages)
+		return touchCost(t.F32())
 	}
 	cold = touch()
 	dev.EmptyCache()
 	warm = min(touch(), cold)
 	return cold, warm
+}
+
+// touchCost writes fresh memory once per 4 KiB page, twice: the first pass
+// pays the page faults, the second does not. It returns the difference in
+// µs per page.
+func touchCost(data []float32) float64 {
+	pass := func(v float32) time.Duration {
+		t0 := time.Now()
+		touchPages(data, v)
+		return time.Since(t0)
+	}
+	first := pass(1)
+	second := pass(2)
+	pages := float64(len(data) * 4 / 4096)
+	return max(0.01, (first-second).Seconds()*1e6/pages)
+}
+
+// touchPages writes v once per 4 KiB page of data.
+func touchPages(data []float32, v float32) {
+	for i := 0; i < len(data); i += 1024 {
+		data[i] = v
+	}
 }
 
 // measureOverlap runs GEMMs alone, uploads alone, then both at once, and

@@ -98,11 +98,14 @@ type Profile struct {
 	// against 8.7 cold).
 	WarmTouchUsPerPage float64 `json:"warm_touch_us_per_page"`
 	// ReclaimTouchUsPerPage is the first touch of a fresh page when the
-	// kernel has no free memory left and must evict page cache for it
-	// (huge pages then fall back to 4 KiB ones). Not measured by
-	// calibrate: the default is of the order host copies of the
-	// Wan2.1-1.3B checkpoint cost here, 2-10 µs per page.
+	// kernel has no free memory left and must evict page cache for it.
+	// Measured only when asked (`ferry calibrate --reclaim-probe DIR`, see
+	// MeasureReclaim; ReclaimNote then says how). The default is this
+	// figure on the reference VM: 0.3-1.4 µs per GiB touched, far below a
+	// cold first touch there, because evicted pages are pages the host
+	// already backs.
 	ReclaimTouchUsPerPage float64 `json:"reclaim_touch_us_per_page"`
+	ReclaimNote           string  `json:"reclaim_note,omitempty"`
 
 	// DiskGBps is the figure used for reads from checkpoints. When the
 	// measurement was served from the page cache (DiskSuspect) it holds a
@@ -190,7 +193,7 @@ func Default() Profile {
 		H2DF32GBps:            6,
 		FirstTouchUsPerPage:   10,
 		WarmTouchUsPerPage:    0.5,
-		ReclaimTouchUsPerPage: 8,
+		ReclaimTouchUsPerPage: 1,   // reference VM, `calibrate --reclaim-probe`: 0.3-1.4 per GiB
 		DiskGBps:              0.2, // cold reads measured here: 76-195 MB/s, 0.19 GB/s through ferry
 		PageCacheGBps:         3,
 		DiskCPU:               0.45,
@@ -214,6 +217,10 @@ func MemoryBytes() int64 { return meminfo("MemTotal") }
 // FreeMemoryBytes reads MemFree from /proc/meminfo: what the kernel hands
 // out now without evicting anything; 0 where there is none.
 func FreeMemoryBytes() int64 { return meminfo("MemFree") }
+
+// FileCacheBytes is the page cache the kernel can evict: the file pages on
+// its LRU lists (Active(file) + Inactive(file)); 0 where unknown.
+func FileCacheBytes() int64 { return meminfo("Active(file)") + meminfo("Inactive(file)") }
 
 func meminfo(key string) int64 {
 	data, err := os.ReadFile("/proc/meminfo")
