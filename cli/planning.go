@@ -80,7 +80,8 @@ func planningBudgets(device, host int64) planner.Budgets {
 	if host == 0 && m > 0 {
 		host = max(m-device-1<<30, 1<<30)
 	}
-	return planner.Budgets{DeviceBytes: device, HostBytes: host, RSSBytes: m, FreeBytes: hwprofile.FreeMemoryBytes()}
+	return planner.Budgets{DeviceBytes: device, HostBytes: host, RSSBytes: m,
+		FreeBytes: hwprofile.FreeMemoryBytes(), CacheBytes: hwprofile.FileCacheBytes()}
 }
 
 // planned is a plan with its prediction.

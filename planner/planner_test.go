@@ -262,8 +262,15 @@ func TestPredictOrders(t *testing.T) {
 			k0Ph.dev[1], k0.Components[1].StallS, basePh.dev[1], basePred.Components[1].StallS)
 	}
 	// A transformer whose checkpoint sits in the page cache copies faster,
-	// on a machine with room for the cache beside the run...
-	hw.MemoryBytes = 1 << 40
+	// with free memory for the run beside the cache...
+	budgets := Budgets{}
+	predict = func(plan *residency.Plan) (Prediction, phaseStats) {
+		pr, ph, err := simulate(p, hw, plan, req, budgets, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pr, ph
+	}
 	coldPred, _ := predict(base)
 	p.Component(Transformer).Cached = 1
 	cached, _ := predict(base)
@@ -271,12 +278,27 @@ func TestPredictOrders(t *testing.T) {
 		t.Errorf("transformer cached: copy %.2fs (text %.2fs), cold: %.2fs (text %.2fs): want only the transformer's faster",
 			cached.Components[1].CopyS, cached.Components[0].CopyS, coldPred.Components[1].CopyS, coldPred.Components[0].CopyS)
 	}
-	// ...but not where the run's own memory evicts it.
-	hw.MemoryBytes = cached.PeakRSSBytes
-	coldSmall, _ := predict(base)
+	// ...but not where the text encoder's host copies, made first, use
+	// up the free memory and the kernel evicts the transformer's pages
+	// for them. With page cache the run does not read (ten checkpoints'
+	// worth, more than the run's memory), the kernel evicts that instead.
+	var all int64
+	for _, c := range p.Components {
+		all += c.StoredBytes()
+	}
+	budgets = Budgets{FreeBytes: pageSize, CacheBytes: p.Component(Transformer).StoredBytes()}
+	evicted, _ := predict(base)
+	budgets.CacheBytes += 10 * all
+	spared, _ := predict(base)
 	p.Component(Transformer).Cached = 0
-	if evicted, _ := predict(base); coldSmall.Components[1].CopyS != evicted.Components[1].CopyS {
-		t.Errorf("no room for the cache: transformer copy %.2fs, want the cold %.2fs", coldSmall.Components[1].CopyS, evicted.Components[1].CopyS)
+	budgets.CacheBytes -= 10 * all
+	coldTight, _ := predict(base)
+	budgets = Budgets{}
+	if got, want := evicted.Components[1].CopyS, coldTight.Components[1].CopyS; math.Abs(got-want) > 1e-9*want {
+		t.Errorf("no room for the cache: transformer copy %.4fs, want the uncached %.4fs", got, want)
+	}
+	if spared.Components[1].CopyS >= evicted.Components[1].CopyS {
+		t.Errorf("other page cache to evict: transformer copy %.2fs, want below the evicted %.2fs", spared.Components[1].CopyS, evicted.Components[1].CopyS)
 	}
 }
 
@@ -518,25 +540,56 @@ func TestConvFlopsSplit(t *testing.T) {
 }
 
 // TestReadTimeFollowsThePageCache: a block's first read finds the
-// component's cached fraction, its second finds what the first left (all
-// of it, unless the run's memory evicts it), later ones nothing: the
-// executor drops a disk-tier block's pages from its second read on.
+// component's cached fraction, its second finds what the first left, later
+// ones nothing: the executor drops a disk-tier block's pages from its
+// second read on.
 func TestReadTimeFollowsThePageCache(t *testing.T) {
 	hw := hwprofile.Default()
 	hw.DiskGBps, hw.PageCacheGBps = 1, 100
 	const raw = 1e9
 	disk, cache := raw/1e9, raw/100e9
-	for _, evicting := range []bool{false, true} {
-		s := newSim(hw, Budgets{})
-		x := &simBlock{comp: &simComp{cached: 0.25, evicting: evicting}, rawBytes: raw}
-		second := cache
-		if evicting {
-			second = disk
+	s := newSim(hw, Budgets{})
+	x := &simBlock{comp: &simComp{unread: raw, cachedUnread: raw / 4}, rawBytes: raw}
+	for i, want := range []float64{0.75*disk + 0.25*cache, cache, disk} {
+		if got := s.readTime(x); math.Abs(got-want) > 1e-12 {
+			t.Errorf("read %d: %.4gs, want %.4gs", i+1, got, want)
 		}
-		for i, want := range []float64{0.75*disk + 0.25*cache, second, disk} {
-			if got := s.readTime(x); math.Abs(got-want) > 1e-12 {
-				t.Errorf("evicting %v, read %d: %.4gs, want %.4gs", evicting, i+1, got, want)
-			}
+	}
+}
+
+// TestEvictionOrder: once free memory runs out, the kernel evicts the page
+// cache the run does not read first, then the cached pages of blocks not
+// read yet in the order the run reads its components, and last what the
+// run's own reads left; each read finds what is left of its pages.
+func TestEvictionOrder(t *testing.T) {
+	hw := hwprofile.Default()
+	hw.DiskGBps, hw.PageCacheGBps = 1, 100
+	const page = pageSize
+	read := func(uncached, cached float64) float64 { return uncached*page/1e9 + cached*page/100e9 }
+	s := newSim(hw, Budgets{FreeBytes: 10 * page, CacheBytes: 250 * page})
+	var blocks []*simBlock
+	for range 2 {
+		c := &simComp{unread: 100 * page, cachedUnread: 100 * page}
+		s.comps = append(s.comps, c)
+		s.spare -= c.cachedUnread
+		blocks = append(blocks, &simBlock{comp: c, rawBytes: 100 * page})
+	}
+	a, b := blocks[0], blocks[1]
+	s.touchTime(130 * page) // 10 free, then 50 spare and 70 of a's
+	if s.spare != 0 || a.comp.cachedUnread != 30*page || b.comp.cachedUnread != 100*page {
+		t.Fatalf("after 130 pages past 10 free: spare %d, a %d, b %d pages cached", s.spare/page, a.comp.cachedUnread/page, b.comp.cachedUnread/page)
+	}
+	for _, c := range []struct {
+		name             string
+		x                *simBlock
+		uncached, cached float64
+	}{
+		{"a, first read", a, 70, 30}, // its 70 pages from disk evict 70 of b's
+		{"b, first read", b, 70, 30}, // its 70 from disk evict 70 of what a's read left
+		{"a, second read", a, 35, 65},
+	} {
+		if got, want := s.readTime(c.x), read(c.uncached, c.cached); math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s: %.4gs, want %.4gs (%g pages from disk, %g cached)", c.name, got, want, c.uncached, c.cached)
 		}
 	}
 }
@@ -561,7 +614,7 @@ func TestTouchPastFreeMemory(t *testing.T) {
 	}
 
 	s = newSim(hw, Budgets{FreeBytes: 100 * page})
-	s.readTime(&simBlock{comp: &simComp{cached: 0.5}, rawBytes: 120 * page}) // 60 pages from disk
+	s.readTime(&simBlock{comp: &simComp{unread: 120 * page, cachedUnread: 60 * page}, rawBytes: 120 * page}) // 60 pages from disk
 	if got, want := s.touchTime(60*page), us(40+20*10); math.Abs(got-want) > 1e-12 {
 		t.Errorf("after reading 60 uncached pages, 60 fresh: %.3g s, want %.3g", got, want)
 	}

@@ -151,30 +151,6 @@ type phaseStats struct {
 // phase starts with the allocators' caches released, so that its reserved
 // peak is its own (the search's per-component estimates).
 func simulate(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request, b Budgets, phaseEmpty bool) (Prediction, phaseStats, error) {
-	pred, ph, err := simulateOnce(p, hw, plan, req, b, phaseEmpty)
-	if err != nil || !cacheEvicted(p, hw, pred) {
-		return pred, ph, err
-	}
-	return simulateOnce(p.cold(), hw, plan, req, b, phaseEmpty)
-}
-
-// cacheEvicted says whether the run's own memory leaves too little room for
-// the checkpoint pages now in the page cache. The kernel then evicts them
-// while the run fills its memory, oldest first, and a previous run read the
-// components in the order this one does: what looked cached is gone by
-// the time it is read (measured on the 1.3B: host-tier runs planned with
-// 74-98% cached read at disk speed). Only a run that leaves room for all of
-// them keeps them.
-func cacheEvicted(p *Profile, hw hwprofile.Profile, pred Prediction) bool {
-	var cached float64
-	for _, c := range p.Components {
-		cached += c.Cached * float64(c.StoredBytes())
-	}
-	return cached > 0 && hw.MemoryBytes > 0 && float64(pred.PeakRSSBytes)+cached > 0.95*float64(hw.MemoryBytes)
-}
-
-// simulateOnce is simulate with the page cache as the profile says.
-func simulateOnce(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request, b Budgets, phaseEmpty bool) (Prediction, phaseStats, error) {
 	s := newSim(hw, b)
 	for _, c := range p.Components {
 		if err := s.register(c, plan.For(c.Name), p.Compute); err != nil {

@@ -49,10 +49,6 @@ type ComponentProfile struct {
 	// in the OS page cache when the plan is made: the first read of that
 	// part costs a memory copy, not a disk read. Built-in profiles say 0.
 	Cached float64
-	// evicting says the run's own memory leaves no room for checkpoint
-	// pages (see cacheEvicted): a block read once is gone from the page
-	// cache by the time it is read again.
-	evicting bool
 }
 
 // BlockProfile is one residency block.
@@ -304,16 +300,3 @@ func Builtin(name string) (*Profile, error) {
 }
 
 func alignUp(n, to int64) int64 { return (n + to - 1) / to * to }
-
-// cold returns a copy of p with nothing in the page cache and no room to
-// keep what the run reads there.
-func (p *Profile) cold() *Profile {
-	q := *p
-	q.Components = make([]*ComponentProfile, len(p.Components))
-	for i, c := range p.Components {
-		cc := *c
-		cc.Cached, cc.evicting = 0, true
-		q.Components[i] = &cc
-	}
-	return &q
-}

@@ -39,6 +39,10 @@ type Budgets struct {
 	// (0: unknown). Fresh pages past it, and the page cache that reads of
 	// uncached checkpoint pages fill, cost the reclaim rate to touch.
 	FreeBytes int64 `json:"free_bytes,omitempty"`
+	// CacheBytes is the page cache the kernel could evict then (file
+	// pages on its LRU lists; 0: none or unknown). What of it the run does
+	// not read is evicted before checkpoint pages the run has yet to read.
+	CacheBytes int64 `json:"cache_bytes,omitempty"`
 }
 
 // DefaultRequest is Wan 2.1's reference request: 81 frames at 480×832,

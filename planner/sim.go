@@ -42,10 +42,10 @@ type simComp struct {
 	name    string
 	plan    residency.ComponentPlan
 	storage dtype.DType
-	cached  float64 // fraction of the checkpoint in the page cache
-	// evicting: blocks read once are evicted before a second read.
-	evicting bool
-	blocks   []*simBlock
+	// unread is the stored bytes of its blocks not read yet, cachedUnread
+	// how many of them the page cache holds.
+	unread, cachedUnread int64
+	blocks               []*simBlock
 	// weights is where its weights live, acts where its activations do
 	// (both the host for placement host).
 	weights, acts *allocModel
@@ -99,6 +99,13 @@ type sim struct {
 	// free is the memory the kernel can still hand out without evicting
 	// (touchTime); negative: unknown, never runs out.
 	free int64
+	// spare is the page cache the run does not read (other files, the
+	// parts of checkpoint files no block holds): the kernel evicts it
+	// first once free memory runs out (evictCache).
+	spare int64
+	// readBytes is what the run's first reads brought into the page
+	// cache, readCached how much of it is still there.
+	readBytes, readCached int64
 	// convRates prices convolution work by probe (see seconds).
 	convRates [4]float64
 	// warm is memory the run has given back (segments unmapped under a
@@ -118,6 +125,7 @@ func newSim(hw hwprofile.Profile, b Budgets) *sim {
 	if b.FreeBytes > 0 {
 		s.free = b.FreeBytes
 	}
+	s.spare = b.CacheBytes
 	for i, r := range [4]float64{hw.ConvSmallGFLOPS, hw.ConvMidGFLOPS, hw.ConvGFLOPS, hw.ConvWideGFLOPS} {
 		s.convRates[i] = r * paddedRatio(convProbeChannels[i], hw.ConvPanel) * 1e9
 	}
@@ -132,7 +140,7 @@ func newSim(hw hwprofile.Profile, b Budgets) *sim {
 // register declares a component as Executor.Register does.
 func (s *sim) register(c *ComponentProfile, plan residency.ComponentPlan, compute dtype.DType) error {
 	s.compute = compute
-	sc := &simComp{name: c.Name, plan: plan, storage: c.Storage, cached: min(1, max(0, c.Cached)), evicting: c.evicting, weights: s.dev, acts: s.dev}
+	sc := &simComp{name: c.Name, plan: plan, storage: c.Storage, weights: s.dev, acts: s.dev}
 	if plan.Placement == residency.Host {
 		sc.weights, sc.acts = s.host, s.host
 	}
@@ -142,7 +150,10 @@ func (s *sim) register(c *ComponentProfile, plan residency.ComponentPlan, comput
 			return fmt.Errorf("block %s needs %s but the budget is %s", b.Name, tensor.FormatBytes(sb.devBytes), tensor.FormatBytes(cap))
 		}
 		sc.blocks = append(sc.blocks, sb)
+		sc.unread += sb.rawBytes
 	}
+	sc.cachedUnread = int64(min(1, max(0, c.Cached)) * float64(sc.unread))
+	s.spare -= sc.cachedUnread
 	s.comps = append(s.comps, sc)
 	s.byName[c.Name] = sc
 	return nil
@@ -253,29 +264,38 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 }
 
 // readTime is the time to read a block from its checkpoint. The first
-// read finds the component's cached fraction in the page cache and leaves
-// the block there, so the second (disk tier) finds all of it, unless the
-// run's memory evicts it (evicting: the pages are gone by then); later
-// reads find nothing, since the executor drops what it reads again.
+// read finds the share of the component's unread bytes the page cache
+// still holds and leaves the block there, so the second (disk tier) finds
+// it unless the run's memory has evicted it since; later reads find
+// nothing, since the executor drops what it reads again.
 func (s *sim) readTime(x *simBlock) float64 {
-	cold := 1.0
-	switch {
-	case x.reads == 0:
-		cold -= x.comp.cached
-	case x.reads == 1 && !x.comp.evicting:
-		cold = 0
+	raw := x.rawBytes
+	var cached int64
+	switch x.reads {
+	case 0:
+		c := x.comp
+		if c.unread > 0 {
+			cached = int64(float64(raw) * float64(c.cachedUnread) / float64(c.unread))
+		}
+		c.unread -= raw
+		c.cachedUnread -= cached
+		s.readBytes += raw
+		s.readCached += raw
+	case 1:
+		cached = int64(float64(raw) * float64(s.readCached) / float64(s.readBytes))
 	}
 	x.reads++
-	raw := float64(x.rawBytes)
-	s.useFree(int64(raw * cold)) // the page cache grows by what the disk gives
-	return raw*cold/(s.hw.DiskGBps*1e9) + raw*(1-cold)/(s.hw.PageCacheGBps*1e9)
+	s.useFree(raw - cached) // the page cache grows by what the disk gives
+	return float64(raw-cached)/(s.hw.DiskGBps*1e9) + float64(cached)/(s.hw.PageCacheGBps*1e9)
 }
 
 // touchTime prices the first touch of fresh pages: memory the run gave
 // back earlier at the warm rate, the rest at the calibrated (cold) rate
 // while the kernel has free memory, at the reclaim rate past it, where it
-// must evict page cache for each page and huge pages fall back to 4 KiB
-// ones. (Host copies of the 1.3B checkpoint cost 2-10 µs per page here.)
+// must evict page cache for each page (evictCache). On a VM whose balloon
+// reports free memory to the host, the reclaim rate is the lower one:
+// evicted pages are pages the host already backs (measured here: cold
+// 6-9 µs per page, past free memory 0.6-1.6).
 func (s *sim) touchTime(fresh int64) float64 {
 	warm := min(fresh, s.warm)
 	s.warm -= warm
@@ -286,14 +306,38 @@ func (s *sim) touchTime(fresh int64) float64 {
 }
 
 // useFree takes up to n bytes of the free memory and returns how many it
-// got (all of them when the free memory is unknown).
+// got (all of them when the free memory is unknown); the kernel evicts
+// page cache for the rest.
 func (s *sim) useFree(n int64) int64 {
 	if s.free < 0 {
 		return n
 	}
 	got := min(n, s.free)
 	s.free -= got
+	s.evictCache(n - got)
 	return got
+}
+
+// evictCache drops n bytes of page cache, oldest and least used first, as
+// the kernel's LRU lists do: what the run does not read, then the cached
+// pages of blocks not read yet, in the order the run reads its components
+// (a previous run read them in that order, so the components read first
+// hold the oldest pages), and last the pages the run's own reads left.
+// Measured on the 1.3B: a run whose memory left no room for the cached
+// checkpoint read what had looked 74-98% cached at disk speed; one after
+// `cat` of the whole folder first evicted the 2 GB of the text encoder's
+// files no block holds, and read every block from the cache.
+func (s *sim) evictCache(n int64) {
+	take := func(have *int64) {
+		k := min(n, max(0, *have))
+		*have -= k
+		n -= k
+	}
+	take(&s.spare)
+	for _, c := range s.comps {
+		take(&c.cachedUnread)
+	}
+	take(&s.readCached)
 }
 
 func (s *sim) uploadRate(storage dtype.DType) float64 {
