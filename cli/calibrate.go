@@ -23,7 +23,7 @@ func runCalibrate(e *env, args []string) error {
 	fs := newFlags(e, "calibrate", "[--json] [--FIGURE VALUE ...]")
 	asJSON := fs.Bool("json", false, "print the profile as JSON")
 	small := fs.Bool("quick", false, "tiny probes (seconds, figures dominated by overheads)")
-	reclaimDir := fs.String("reclaim-probe", "", "also measure the first touch past free memory, evicting this checkpoint `folder`'s pages from the page cache (a minute; holds the free memory plus 2 GiB)")
+	ckptDir := fs.String("checkpoint", "", "also run the probes that need a model `folder` of 3 GiB or more: a sustained read of it from disk, then the first touch past free memory, evicting its pages (a minute; holds the free memory plus 2 GiB)")
 	overrides := map[string]*float64{}
 	for _, f := range hwprofile.Flags() {
 		overrides[f.Name] = fs.Float64(f.Name, 0, "use this instead of measuring: "+f.Help)
@@ -35,8 +35,8 @@ func runCalibrate(e *env, args []string) error {
 	if *asJSON {
 		log = nil
 	}
-	if *reclaimDir != "" {
-		if err := hwprofile.CheckReclaimDir(*reclaimDir, *small); err != nil {
+	if *ckptDir != "" {
+		if err := hwprofile.CheckCheckpointDir(*ckptDir, *small); err != nil {
 			return asUser(err)
 		}
 	}
@@ -44,7 +44,7 @@ func runCalibrate(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := reclaimFigure(&p, *reclaimDir, *small, log); err != nil {
+	if err := checkpointFigures(&p, *ckptDir, *small, log); err != nil {
 		return err
 	}
 	for name, v := range overrides {
@@ -73,27 +73,30 @@ func runCalibrate(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "attention %.1f GFLOP/s, conv %.1f GFLOP/s, elementwise %.1f GB/s\n", p.AttentionGFLOPS, p.ConvGFLOPS, p.MemGBps)
 	fmt.Fprintf(e.stdout, "host->device %.2f GB/s (bf16->f32), disk %.2f GB/s, page cache %.2f GB/s\n", p.H2DGBps, p.DiskGBps, p.PageCacheGBps)
 	fmt.Fprintf(e.stdout, "first touch of fresh memory %.2f µs per 4 KiB page (%.2f µs where the process unmapped it moments before)\n", p.FirstTouchUsPerPage, p.WarmTouchUsPerPage)
-	if p.ReclaimNote != "" {
-		fmt.Fprintf(e.stdout, "first touch past free memory %.2f µs per 4 KiB page (%s)\n", p.ReclaimTouchUsPerPage, p.ReclaimNote)
+	if p.CheckpointNote != "" {
+		fmt.Fprintf(e.stdout, "disk sustained %.2f GB/s after a %.2f GB burst, first touch past free memory %.2f µs per 4 KiB page (%s)\n",
+			p.DiskSustainedGBps, p.DiskBurstGB, p.ReclaimTouchUsPerPage, p.CheckpointNote)
 	}
 	fmt.Fprintf(e.stdout, "saved %s\n", path)
 	return nil
 }
 
-// reclaimFigure measures the first touch past free memory when dir names a
-// folder to evict. Otherwise it keeps the figure an earlier calibrate
-// measured, since this probe runs only when asked.
-func reclaimFigure(p *hwprofile.Profile, dir string, small bool, log func(string, ...any)) error {
+// checkpointFigures runs the probes that need a checkpoint when dir names
+// one. Otherwise it keeps what an earlier calibrate measured with one,
+// since those probes run only when asked.
+func checkpointFigures(p *hwprofile.Profile, dir string, small bool, log func(string, ...any)) error {
 	if dir == "" {
-		if old, found, err := hwprofile.LoadOrDefault(""); err == nil && found && old.ReclaimNote != "" {
-			p.ReclaimTouchUsPerPage, p.ReclaimNote = old.ReclaimTouchUsPerPage, old.ReclaimNote
+		if old, found, err := hwprofile.LoadOrDefault(""); err == nil && found && old.CheckpointNote != "" {
+			p.DiskSustainedGBps, p.DiskBurstGB = old.DiskSustainedGBps, old.DiskBurstGB
+			p.ReclaimTouchUsPerPage, p.CheckpointNote = old.ReclaimTouchUsPerPage, old.CheckpointNote
 		}
 		return nil
 	}
-	us, note, err := hwprofile.MeasureReclaim(hwprofile.ReclaimOptions{Dir: dir, Small: small, Log: log})
+	f, err := hwprofile.MeasureCheckpoint(hwprofile.CheckpointOptions{Dir: dir, Small: small, Log: log})
 	if err != nil {
 		return asUser(err)
 	}
-	p.ReclaimTouchUsPerPage, p.ReclaimNote = us, note
+	p.DiskSustainedGBps, p.DiskBurstGB = f.SustainedGBps, f.BurstGB
+	p.ReclaimTouchUsPerPage, p.CheckpointNote = f.ReclaimUsPerPage, f.Note
 	return nil
 }

@@ -99,10 +99,10 @@ func TestCalibrateQuick(t *testing.T) {
 	}
 }
 
-// TestCalibrateKeepsReclaimFigure: the reclaim probe runs only when asked,
-// so a later calibrate keeps the figure it measured, and a folder too
-// small to evict from is a one-line usage error.
-func TestCalibrateKeepsReclaimFigure(t *testing.T) {
+// TestCalibrateKeepsCheckpointFigures: the probes that need a checkpoint
+// run only when asked, so a later calibrate keeps what they measured, and
+// a folder that cannot serve them is a one-line usage error.
+func TestCalibrateKeepsCheckpointFigures(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("HOME", t.TempDir())
 	dir := t.TempDir()
@@ -110,8 +110,10 @@ func TestCalibrateKeepsReclaimFigure(t *testing.T) {
 		t.Fatal(err)
 	}
 	type figure struct {
-		Us   float64 `json:"reclaim_touch_us_per_page"`
-		Note string  `json:"reclaim_note"`
+		Us        float64 `json:"reclaim_touch_us_per_page"`
+		Sustained float64 `json:"disk_sustained_gbps"`
+		Burst     float64 `json:"disk_burst_gb"`
+		Note      string  `json:"checkpoint_note"`
 	}
 	calibrate := func(args ...string) figure {
 		t.Helper()
@@ -125,14 +127,14 @@ func TestCalibrateKeepsReclaimFigure(t *testing.T) {
 		}
 		return f
 	}
-	probed := calibrate("--reclaim-probe", dir)
+	probed := calibrate("--checkpoint", dir)
 	if probed.Note == "" || !(probed.Us > 0) {
 		t.Fatalf("after the probe: %+v, want a figure and a note", probed)
 	}
 	if again := calibrate(); again != probed {
 		t.Errorf("calibrate without the probe: %+v, want the probed %+v kept", again, probed)
 	}
-	code, _, stderr := ferry(t, "calibrate", "--quick", "--reclaim-probe", t.TempDir())
+	code, _, stderr := ferry(t, "calibrate", "--quick", "--checkpoint", t.TempDir())
 	if code != ExitUsage || !strings.Contains(stderr, "holds no files") || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("empty folder: exit %d, stderr %q", code, stderr)
 	}

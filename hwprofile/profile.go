@@ -99,13 +99,12 @@ type Profile struct {
 	WarmTouchUsPerPage float64 `json:"warm_touch_us_per_page"`
 	// ReclaimTouchUsPerPage is the first touch of a fresh page when the
 	// kernel has no free memory left and must evict page cache for it.
-	// Measured only when asked (`ferry calibrate --reclaim-probe DIR`, see
-	// MeasureReclaim; ReclaimNote then says how). The default is this
+	// Measured only when asked (`ferry calibrate --checkpoint DIR`, see
+	// MeasureCheckpoint; CheckpointNote then says how). The default is this
 	// figure on the reference VM: 0.3-1.4 µs per GiB touched, far below a
 	// cold first touch there, because evicted pages are pages the host
 	// already backs.
 	ReclaimTouchUsPerPage float64 `json:"reclaim_touch_us_per_page"`
-	ReclaimNote           string  `json:"reclaim_note,omitempty"`
 
 	// DiskGBps is the figure used for reads from checkpoints. When the
 	// measurement was served from the page cache (DiskSuspect) it holds a
@@ -114,6 +113,18 @@ type Profile struct {
 	DiskMeasuredGBps float64 `json:"disk_measured_gbps,omitempty"`
 	DiskSuspect      bool    `json:"disk_suspect,omitempty"`
 	DiskNote         string  `json:"disk_note,omitempty"`
+	// DiskSustainedGBps is the rate of a long read once the disk's burst
+	// allowance (DiskBurstGB) is spent: cloud volumes and VM disks serve a
+	// burst fast, then throttle. The planner prices the first DiskBurstGB
+	// of a run's uncached reads at DiskGBps, the rest at this (0: every
+	// byte at DiskGBps). Measured only when asked (`ferry calibrate
+	// --checkpoint DIR`).
+	DiskSustainedGBps float64 `json:"disk_sustained_gbps,omitempty"`
+	DiskBurstGB       float64 `json:"disk_burst_gb,omitempty"`
+	// CheckpointNote says how the figures that need a real checkpoint
+	// (DiskSustainedGBps, DiskBurstGB, ReclaimTouchUsPerPage) were measured;
+	// empty while they are defaults.
+	CheckpointNote string `json:"checkpoint_note,omitempty"`
 	// PageCacheGBps is the read rate of checkpoint pages the OS already
 	// holds in its page cache: the planner prices the cached part of a
 	// checkpoint (which it asks the OS about) at this rate.
@@ -193,7 +204,7 @@ func Default() Profile {
 		H2DF32GBps:            6,
 		FirstTouchUsPerPage:   10,
 		WarmTouchUsPerPage:    0.5,
-		ReclaimTouchUsPerPage: 1,   // reference VM, `calibrate --reclaim-probe`: 0.3-1.4 per GiB
+		ReclaimTouchUsPerPage: 1,   // reference VM, `calibrate --checkpoint`: 0.3-1.6 per GiB
 		DiskGBps:              0.2, // cold reads measured here: 76-195 MB/s, 0.19 GB/s through ferry
 		PageCacheGBps:         3,
 		DiskCPU:               0.45,
@@ -265,6 +276,9 @@ func (p Profile) Validate() error {
 		if f.get == nil || f.name == "copy-overlap" || f.name == "disk-cpu" {
 			continue
 		}
+		if v := *f.get(&p); f.optional && v == 0 {
+			continue // not measured: the planner goes without it
+		}
 		if v := *f.get(&p); !(v > 0) {
 			return fmt.Errorf("hardware profile: %s is %g, want > 0 (measure with `ferry calibrate` or set --%s)", f.name, v, f.name)
 		}
@@ -288,30 +302,33 @@ func (p Profile) Validate() error {
 type field struct {
 	name, help string
 	get        func(p *Profile) *float64
+	optional   bool // 0 means not measured
 }
 
 func fields() []field {
 	return []field{
 		// gemm-gflops has no single field: Set writes the default
 		// implementation's entry of Gemm.
-		{"gemm-gflops", "GEMM GFLOP/s of the default implementation", nil},
-		{"attention-gflops", "attention GFLOP/s at head dim 128", func(p *Profile) *float64 { return &p.AttentionGFLOPS }},
-		{"attention-small-gflops", "attention GFLOP/s at head dim 32", func(p *Profile) *float64 { return &p.AttentionSmallGFLOPS }},
-		{"conv-gflops", "convolution GFLOP/s, large reductions (96 channels)", func(p *Profile) *float64 { return &p.ConvGFLOPS }},
-		{"conv-wide-gflops", "convolution GFLOP/s, 384 channels", func(p *Profile) *float64 { return &p.ConvWideGFLOPS }},
-		{"conv-mid-gflops", "convolution GFLOP/s, 32 channels", func(p *Profile) *float64 { return &p.ConvMidGFLOPS }},
-		{"conv-small-gflops", "convolution GFLOP/s, 8 channels", func(p *Profile) *float64 { return &p.ConvSmallGFLOPS }},
-		{"mem-gbps", "elementwise memory bandwidth, GB/s", func(p *Profile) *float64 { return &p.MemGBps }},
-		{"op-overhead-us", "fixed cost of one kernel call, µs", func(p *Profile) *float64 { return &p.OpOverheadUs }},
-		{"h2d-gbps", "host->device bf16->f32 copy, device GB/s", func(p *Profile) *float64 { return &p.H2DGBps }},
-		{"h2d-f32-gbps", "host->device f32 copy, GB/s", func(p *Profile) *float64 { return &p.H2DF32GBps }},
-		{"first-touch-us", "first touch of a fresh 4 KiB page, µs", func(p *Profile) *float64 { return &p.FirstTouchUsPerPage }},
-		{"warm-touch-us", "first touch of a 4 KiB page the process gave back moments before, µs", func(p *Profile) *float64 { return &p.WarmTouchUsPerPage }},
-		{"reclaim-touch-us", "first touch of a fresh 4 KiB page once free memory is used up, µs", func(p *Profile) *float64 { return &p.ReclaimTouchUsPerPage }},
-		{"disk-gbps", "checkpoint read bandwidth, GB/s", func(p *Profile) *float64 { return &p.DiskGBps }},
-		{"page-cache-gbps", "read bandwidth of checkpoint pages in the page cache, GB/s", func(p *Profile) *float64 { return &p.PageCacheGBps }},
-		{"disk-cpu", "fraction of a checkpoint read's time taken from compute, 0..1", func(p *Profile) *float64 { return &p.DiskCPU }},
-		{"copy-overlap", "fraction of a copy hidden behind compute, 0..1", func(p *Profile) *float64 { return &p.CopyOverlap }},
+		{"gemm-gflops", "GEMM GFLOP/s of the default implementation", nil, false},
+		{"attention-gflops", "attention GFLOP/s at head dim 128", func(p *Profile) *float64 { return &p.AttentionGFLOPS }, false},
+		{"attention-small-gflops", "attention GFLOP/s at head dim 32", func(p *Profile) *float64 { return &p.AttentionSmallGFLOPS }, false},
+		{"conv-gflops", "convolution GFLOP/s, large reductions (96 channels)", func(p *Profile) *float64 { return &p.ConvGFLOPS }, false},
+		{"conv-wide-gflops", "convolution GFLOP/s, 384 channels", func(p *Profile) *float64 { return &p.ConvWideGFLOPS }, false},
+		{"conv-mid-gflops", "convolution GFLOP/s, 32 channels", func(p *Profile) *float64 { return &p.ConvMidGFLOPS }, false},
+		{"conv-small-gflops", "convolution GFLOP/s, 8 channels", func(p *Profile) *float64 { return &p.ConvSmallGFLOPS }, false},
+		{"mem-gbps", "elementwise memory bandwidth, GB/s", func(p *Profile) *float64 { return &p.MemGBps }, false},
+		{"op-overhead-us", "fixed cost of one kernel call, µs", func(p *Profile) *float64 { return &p.OpOverheadUs }, false},
+		{"h2d-gbps", "host->device bf16->f32 copy, device GB/s", func(p *Profile) *float64 { return &p.H2DGBps }, false},
+		{"h2d-f32-gbps", "host->device f32 copy, GB/s", func(p *Profile) *float64 { return &p.H2DF32GBps }, false},
+		{"first-touch-us", "first touch of a fresh 4 KiB page, µs", func(p *Profile) *float64 { return &p.FirstTouchUsPerPage }, false},
+		{"warm-touch-us", "first touch of a 4 KiB page the process gave back moments before, µs", func(p *Profile) *float64 { return &p.WarmTouchUsPerPage }, false},
+		{"reclaim-touch-us", "first touch of a fresh 4 KiB page once free memory is used up, µs", func(p *Profile) *float64 { return &p.ReclaimTouchUsPerPage }, false},
+		{"disk-gbps", "checkpoint read bandwidth, GB/s", func(p *Profile) *float64 { return &p.DiskGBps }, false},
+		{"disk-sustained-gbps", "checkpoint read bandwidth once the disk's burst is spent, GB/s", func(p *Profile) *float64 { return &p.DiskSustainedGBps }, true},
+		{"disk-burst-gb", "how much of a run's checkpoint reads the disk serves at --disk-gbps before --disk-sustained-gbps, GB", func(p *Profile) *float64 { return &p.DiskBurstGB }, true},
+		{"page-cache-gbps", "read bandwidth of checkpoint pages in the page cache, GB/s", func(p *Profile) *float64 { return &p.PageCacheGBps }, false},
+		{"disk-cpu", "fraction of a checkpoint read's time taken from compute, 0..1", func(p *Profile) *float64 { return &p.DiskCPU }, false},
+		{"copy-overlap", "fraction of a copy hidden behind compute, 0..1", func(p *Profile) *float64 { return &p.CopyOverlap }, false},
 	}
 }
 

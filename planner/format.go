@@ -52,7 +52,11 @@ func WriteTable(w io.Writer, pr Prediction) error {
 	fmt.Fprintf(&b, "peak device  %s allocated, %s reserved (budget %s)\n", tensor.FormatBytes(pr.PeakDeviceBytes), tensor.FormatBytes(pr.PeakDeviceReservedBytes), budgetText(pr.Budgets.DeviceBytes))
 	fmt.Fprintf(&b, "peak host    %s (budget %s)\n", tensor.FormatBytes(pr.PeakHostBytes), budgetText(pr.Budgets.HostBytes))
 	fmt.Fprintf(&b, "peak RSS     %s\n", tensor.FormatBytes(pr.PeakRSSBytes))
-	fmt.Fprintf(&b, "disk reads   %.2f GB/s outside the page cache (%s)\n", pr.DiskGBps, orDash(pr.DiskNote))
+	fmt.Fprintf(&b, "disk reads   %.2f GB/s outside the page cache (%s)", pr.DiskGBps, orDash(pr.DiskNote))
+	if pr.DiskSustainedGBps > 0 {
+		fmt.Fprintf(&b, ", %.2f GB/s past the first %.2f GB (calibrated)", min(pr.DiskGBps, pr.DiskSustainedGBps), pr.DiskBurstGB)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "time         text %s, denoise %s (step %s, first %s), vae %s: total %s\n",
 		seconds(pr.TextEncoderS), seconds(pr.DenoiseS), seconds(pr.StepS), seconds(pr.FirstStepS), seconds(pr.VAES), seconds(pr.TotalS))
 	if !pr.Fits {

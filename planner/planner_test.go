@@ -677,3 +677,25 @@ func TestHostCopyReadThenTouch(t *testing.T) {
 		t.Errorf("copy %.4gs, want read %.4g + touch %.4g + upload %.4g", st.copy, read, touch, want-read-touch)
 	}
 }
+
+// TestDiskBurstThenSustained: uncached reads run at the probed rate while
+// the disk's burst lasts, then at the sustained rate; without a sustained
+// figure every byte runs at the probed rate.
+func TestDiskBurstThenSustained(t *testing.T) {
+	hw := hwprofile.Default()
+	hw.DiskGBps, hw.PageCacheGBps = 2, 100
+	read := func(s *sim, raw int64) float64 {
+		return s.readTime(&simBlock{comp: &simComp{unread: raw}, rawBytes: raw})
+	}
+	s := newSim(hw, Budgets{})
+	if got, want := read(s, 3e9), 1.5; math.Abs(got-want) > 1e-12 {
+		t.Errorf("no sustained figure: %.4gs, want %.4gs", got, want)
+	}
+	hw.DiskSustainedGBps, hw.DiskBurstGB = 0.5, 1.5
+	s = newSim(hw, Budgets{})
+	for i, want := range []float64{1.0 / 2, 0.5/2 + 1.5/0.5, 1 / 0.5} {
+		if got := read(s, []int64{1e9, 2e9, 1e9}[i]); math.Abs(got-want) > 1e-12 {
+			t.Errorf("read %d: %.4gs, want %.4gs", i+1, got, want)
+		}
+	}
+}

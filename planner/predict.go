@@ -43,6 +43,10 @@ type Prediction struct {
 	// at, and DiskNote where it came from.
 	DiskGBps float64 `json:"disk_gbps"`
 	DiskNote string  `json:"disk_note,omitempty"`
+	// DiskSustainedGBps is the rate past the first DiskBurstGB of them,
+	// where calibrate measured one (hwprofile.Profile).
+	DiskSustainedGBps float64 `json:"disk_sustained_gbps,omitempty"`
+	DiskBurstGB       float64 `json:"disk_burst_gb,omitempty"`
 
 	// Fits says the plan runs within the budgets; Problem says why not.
 	Fits    bool   `json:"fits"`
@@ -165,6 +169,7 @@ func simulate(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Reques
 	pl.decode()
 	pred := newPrediction(p, plan, req, b)
 	pred.DiskGBps, pred.DiskNote = hw.DiskGBps, hw.DiskNote
+	pred.DiskSustainedGBps, pred.DiskBurstGB = hw.DiskSustainedGBps, hw.DiskBurstGB
 	pl.fill(&pred)
 	ph := phaseStats{dev: pl.devPhase, host: pl.hostPhase}
 	if s.err != nil {
