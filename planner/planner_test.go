@@ -551,7 +551,7 @@ func TestReadTimeFollowsThePageCache(t *testing.T) {
 	s := newSim(hw, Budgets{})
 	x := &simBlock{comp: &simComp{unread: raw, cachedUnread: raw / 4}, rawBytes: raw}
 	for i, want := range []float64{0.75*disk + 0.25*cache, cache, disk} {
-		if got := s.readTime(x); math.Abs(got-want) > 1e-12 {
+		if got := s.readTime(x, 0); math.Abs(got-want) > 1e-12 {
 			t.Errorf("read %d: %.4gs, want %.4gs", i+1, got, want)
 		}
 	}
@@ -575,7 +575,7 @@ func TestEvictionOrder(t *testing.T) {
 		blocks = append(blocks, &simBlock{comp: c, rawBytes: 100 * page})
 	}
 	a, b := blocks[0], blocks[1]
-	s.touchTime(130 * page) // 10 free, then 50 spare and 70 of a's
+	s.touchTime(130*page, 0) // 10 free, then 50 spare and 70 of a's
 	if s.spare != 0 || a.comp.cachedUnread != 30*page || b.comp.cachedUnread != 100*page {
 		t.Fatalf("after 130 pages past 10 free: spare %d, a %d, b %d pages cached", s.spare/page, a.comp.cachedUnread/page, b.comp.cachedUnread/page)
 	}
@@ -588,7 +588,7 @@ func TestEvictionOrder(t *testing.T) {
 		{"b, first read", b, 70, 30}, // its 70 from disk evict 70 of what a's read left
 		{"a, second read", a, 35, 65},
 	} {
-		if got, want := s.readTime(c.x), read(c.uncached, c.cached); math.Abs(got-want) > 1e-12 {
+		if got, want := s.readTime(c.x, 0), read(c.uncached, c.cached); math.Abs(got-want) > 1e-12 {
 			t.Errorf("%s: %.4gs, want %.4gs (%g pages from disk, %g cached)", c.name, got, want, c.uncached, c.cached)
 		}
 	}
@@ -606,21 +606,21 @@ func TestTouchPastFreeMemory(t *testing.T) {
 	us := func(pages float64) float64 { return pages * 1e-6 }
 
 	s := newSim(hw, Budgets{FreeBytes: 100 * page})
-	if got, want := s.touchTime(60*page), us(60); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(60*page, 0), us(60); math.Abs(got-want) > 1e-12 {
 		t.Errorf("60 pages of 100 free: %.3g s, want %.3g", got, want)
 	}
-	if got, want := s.touchTime(60*page), us(40+20*10); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(60*page, 0), us(40+20*10); math.Abs(got-want) > 1e-12 {
 		t.Errorf("60 more pages with 40 free: %.3g s, want %.3g", got, want)
 	}
 
 	s = newSim(hw, Budgets{FreeBytes: 100 * page})
-	s.readTime(&simBlock{comp: &simComp{unread: 120 * page, cachedUnread: 60 * page}, rawBytes: 120 * page}) // 60 pages from disk
-	if got, want := s.touchTime(60*page), us(40+20*10); math.Abs(got-want) > 1e-12 {
+	s.readTime(&simBlock{comp: &simComp{unread: 120 * page, cachedUnread: 60 * page}, rawBytes: 120 * page}, 0) // 60 pages from disk
+	if got, want := s.touchTime(60*page, 0), us(40+20*10); math.Abs(got-want) > 1e-12 {
 		t.Errorf("after reading 60 uncached pages, 60 fresh: %.3g s, want %.3g", got, want)
 	}
 
 	s = newSim(hw, Budgets{})
-	if got, want := s.touchTime(1000*page), us(1000); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(1000*page, 0), us(1000); math.Abs(got-want) > 1e-12 {
 		t.Errorf("free memory unknown: %.3g s, want %.3g", got, want)
 	}
 }
@@ -635,7 +635,7 @@ func TestTouchWarmAfterUnmap(t *testing.T) {
 	s := newSim(hw, Budgets{DeviceBytes: seg})
 	us := func(bytes int64, rate float64) float64 { return float64(bytes) / pageSize * rate * 1e-6 }
 	a := s.dev.alloc(seg)
-	if got, want := s.touchTime(s.dev.Mapped), us(seg, 10); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(s.dev.Mapped, 0), us(seg, 10); math.Abs(got-want) > 1e-12 {
 		t.Fatalf("first mapping: %.4gs, want %.4gs", got, want)
 	}
 	s.dev.release(a)
@@ -643,11 +643,11 @@ func TestTouchWarmAfterUnmap(t *testing.T) {
 	if s.dev.alloc(seg/2) == nil { // another size class: the cached segment is unmapped for it
 		t.Fatal("allocation under the budget failed")
 	}
-	if got, want := s.touchTime(s.dev.Mapped-mapped), us(s.dev.Mapped-mapped, 1); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(s.dev.Mapped-mapped, 0), us(s.dev.Mapped-mapped, 1); math.Abs(got-want) > 1e-12 {
 		t.Errorf("mapping again after an unmap: %.4gs, want %.4gs (warm)", got, want)
 	}
-	if got, want := s.touchTime(seg), us(seg/2, 1)+us(seg/2, 10); s.warm != 0 || math.Abs(got-want) > 1e-12 {
-		t.Errorf("past what was given back: %.4gs, want %.4gs (half warm, half cold); %d warm bytes left", got, want, s.warm)
+	if got, want := s.touchTime(seg, 0), us(seg/2, 1)+us(seg/2, 10); len(s.warm) != 0 || math.Abs(got-want) > 1e-12 {
+		t.Errorf("past what was given back: %.4gs, want %.4gs (half warm, half cold); %v warm left", got, want, s.warm)
 	}
 }
 
@@ -685,7 +685,7 @@ func TestDiskBurstThenSustained(t *testing.T) {
 	hw := hwprofile.Default()
 	hw.DiskGBps, hw.PageCacheGBps = 2, 100
 	read := func(s *sim, raw int64) float64 {
-		return s.readTime(&simBlock{comp: &simComp{unread: raw}, rawBytes: raw})
+		return s.readTime(&simBlock{comp: &simComp{unread: raw}, rawBytes: raw}, 0)
 	}
 	s := newSim(hw, Budgets{})
 	if got, want := read(s, 3e9), 1.5; math.Abs(got-want) > 1e-12 {
@@ -697,5 +697,35 @@ func TestDiskBurstThenSustained(t *testing.T) {
 		if got := read(s, []int64{1e9, 2e9, 1e9}[i]); math.Abs(got-want) > 1e-12 {
 			t.Errorf("read %d: %.4gs, want %.4gs", i+1, got, want)
 		}
+	}
+}
+
+// TestDroppedPagesAreWarm: from a disk-tier block's second load on, the
+// executor drops its pages after reading them; the next fresh pages reuse
+// that memory at the warm rate for warmLife seconds, then at the cold one.
+func TestDroppedPagesAreWarm(t *testing.T) {
+	hw := hwprofile.Default()
+	hw.FirstTouchUsPerPage, hw.WarmTouchUsPerPage = 10, 1
+	hw.DiskGBps, hw.PageCacheGBps = 1, 100
+	const page = pageSize
+	us := func(pages float64) float64 { return pages * 1e-6 }
+	s := newSim(hw, Budgets{FreeBytes: 1000 * page})
+	c := &simComp{plan: residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierDisk}, unread: 100 * page}
+	x := &simBlock{comp: c, rawBytes: 100 * page}
+
+	s.readTime(x, 0) // the first load keeps its pages
+	if got, want := s.touchTime(50*page, 1), us(50*10); math.Abs(got-want) > 1e-12 {
+		t.Errorf("after a first read: %.4gs, want %.4gs (cold)", got, want)
+	}
+	at := 2 + s.readTime(x, 2) // the second drops them when it is done
+	if got, want := s.touchTime(60*page, at), us(60*1); math.Abs(got-want) > 1e-12 {
+		t.Errorf("after a second read: %.4gs, want %.4gs (warm)", got, want)
+	}
+	if got, want := s.touchTime(60*page, at+1), us(40*1+20*10); math.Abs(got-want) > 1e-12 {
+		t.Errorf("past what it dropped: %.4gs, want %.4gs (40 pages warm, 20 cold)", got, want)
+	}
+	at = 10 + s.readTime(x, 10)
+	if got, want := s.touchTime(10*page, at+warmLife+1), us(10*10); math.Abs(got-want) > 1e-12 {
+		t.Errorf("%gs after a drop: %.4gs, want %.4gs (cold again)", warmLife+1, got, want)
 	}
 }

@@ -111,11 +111,24 @@ type sim struct {
 	burst int64
 	// convRates prices convolution work by probe (see seconds).
 	convRates [4]float64
-	// warm is memory the run has given back (segments unmapped under a
-	// budget) and not mapped again yet: the next fresh pages reuse it at
-	// the warm rate.
-	warm int64
+	// warm is memory the run has given back to the kernel and not used
+	// again yet, by when: segments the allocator unmapped under a budget,
+	// and checkpoint pages the executor dropped (takeWarm).
+	warm []warmFree
 }
+
+// warmFree is memory given back to the kernel at a time.
+type warmFree struct {
+	at    float64
+	bytes int64
+}
+
+// warmLife is how long memory given back to the kernel stays warm. On a VM
+// whose balloon reports free memory to its host, the host takes it back
+// within seconds, and the next touch faults it in again at the cold rate:
+// here 4 GiB freed at once were three quarters warm 3 s later, half 9 s
+// later, and all cold after 15.
+const warmLife = 6.0
 
 type liveTensor struct {
 	blk *mblock
@@ -134,7 +147,7 @@ func newSim(hw hwprofile.Profile, b Budgets) *sim {
 		s.convRates[i] = r * paddedRatio(convProbeChannels[i], hw.ConvPanel) * 1e9
 	}
 	s.dev.reclaim = s.reclaim
-	unmapped := func(seg *arena.Segment) { s.warm += seg.Size }
+	unmapped := func(seg *arena.Segment) { s.freed(seg.Size, s.now) }
 	s.dev.Unmap, s.host.Unmap = unmapped, unmapped
 	joint := func() { s.peakJoint = max(s.peakJoint, s.dev.Reserved+s.host.Reserved) }
 	s.dev.observe, s.host.observe = joint, joint
@@ -237,8 +250,8 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 		// the first touch's. (Reading 1 GiB of the checkpoint into
 		// fresh memory took 4.5 s here, the read alone 0.7 s and the
 		// touch alone 3.9 s.)
-		touch = s.touchTime(s.host.Mapped - hostMapped)
-		diskRead = s.readTime(x)
+		touch = s.touchTime(s.host.Mapped-hostMapped, start)
+		diskRead = s.readTime(x, start)
 		read = diskRead + touch
 		cs.stats.bytesDisk += x.rawBytes
 	}
@@ -249,11 +262,11 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 				return
 			}
 		}
-		diskRead = s.readTime(x)
+		diskRead = s.readTime(x, start)
 		read = diskRead
 		cs.stats.bytesDisk += x.rawBytes
 	}
-	upload := float64(x.devBytes)/s.uploadRate(cs.storage) + s.touchTime(fresh)
+	upload := float64(x.devBytes)/s.uploadRate(cs.storage) + s.touchTime(fresh, start)
 	dur := read + upload
 	x.queued, x.started, x.buf = false, true, buf
 	x.finish = start + dur
@@ -267,12 +280,13 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 	cs.stats.bytesCopied += x.devBytes
 }
 
-// readTime is the time to read a block from its checkpoint. The first
-// read finds the share of the component's unread bytes the page cache
-// still holds and leaves the block there, so the second (disk tier) finds
-// it unless the run's memory has evicted it since; later reads find
-// nothing, since the executor drops what it reads again.
-func (s *sim) readTime(x *simBlock) float64 {
+// readTime is the time to read a block from its checkpoint at time at.
+// The first read finds the share of the component's unread bytes the page
+// cache still holds and leaves the block there, so the second (disk tier)
+// finds it unless the run's memory has evicted it since; later reads find
+// nothing. From its second load on, the executor drops a disk-tier block's
+// pages after reading them, and the kernel has that memory free, warm.
+func (s *sim) readTime(x *simBlock, at float64) float64 {
 	raw := x.rawBytes
 	var cached int64
 	switch x.reads {
@@ -290,7 +304,15 @@ func (s *sim) readTime(x *simBlock) float64 {
 	}
 	x.reads++
 	s.useFree(raw - cached) // the page cache grows by what the disk gives
-	return s.diskTime(raw-cached) + float64(cached)/(s.hw.PageCacheGBps*1e9)
+	t := s.diskTime(raw-cached) + float64(cached)/(s.hw.PageCacheGBps*1e9)
+	if p := x.comp.plan; x.reads > 1 && p.Tier == residency.TierDisk && (p.Placement == residency.Stream || p.Placement == residency.Onload) {
+		if x.reads == 2 {
+			s.readBytes -= raw
+			s.readCached -= cached
+		}
+		s.freed(raw, at+t)
+	}
+	return t
 }
 
 // diskTime prices n bytes read from the disk: at DiskGBps (the rate ferry
@@ -308,20 +330,57 @@ func (s *sim) diskTime(n int64) float64 {
 	return float64(fast)/(s.hw.DiskGBps*1e9) + float64(n-fast)/(slow*1e9)
 }
 
-// touchTime prices the first touch of fresh pages: memory the run gave
-// back earlier at the warm rate, the rest at the calibrated (cold) rate
-// while the kernel has free memory, at the reclaim rate past it, where it
-// must evict page cache for each page (evictCache). On a VM whose balloon
-// reports free memory to the host, the reclaim rate is the lower one:
-// evicted pages are pages the host already backs (measured here: cold
-// 6-9 µs per page, past free memory 0.6-1.6).
-func (s *sim) touchTime(fresh int64) float64 {
-	warm := min(fresh, s.warm)
-	s.warm -= warm
+// touchTime prices the first touch of fresh pages at time at: memory the
+// run gave back to the kernel in the last warmLife seconds at the warm
+// rate, the rest at the calibrated (cold) rate while the kernel has free
+// memory, at the reclaim rate past it, where it must evict page cache for
+// each page (evictCache). On a VM whose balloon reports free memory to the
+// host, the reclaim rate is the lower one: evicted pages are pages the host
+// already backs (measured here: cold 6-9 µs per page, past free memory
+// 0.5-1.6).
+func (s *sim) touchTime(fresh int64, at float64) float64 {
+	warm := s.takeWarm(fresh, at)
+	if s.free >= 0 {
+		s.free -= min(warm, s.free) // warm pages are free memory too
+	}
 	fresh -= warm
 	slow := fresh - s.useFree(fresh)
 	us := float64(warm)*s.hw.WarmTouchUsPerPage + float64(fresh-slow)*s.hw.FirstTouchUsPerPage + float64(slow)*s.hw.ReclaimTouchUsPerPage
 	return us / pageSize * 1e-6
+}
+
+// freed gives n bytes back to the kernel at time at: free memory, warm for
+// warmLife seconds.
+func (s *sim) freed(n int64, at float64) {
+	if s.free >= 0 {
+		s.free += n
+	}
+	s.warm = append(s.warm, warmFree{at: at, bytes: n})
+}
+
+// takeWarm takes up to n bytes of the memory given back in the warmLife
+// seconds before at, the most recent first (the kernel hands out the pages
+// freed last first), and returns how many it got. What is older has gone
+// cold and is dropped from the list.
+func (s *sim) takeWarm(n int64, at float64) int64 {
+	var got int64
+	for i := len(s.warm) - 1; i >= 0 && got < n; i-- {
+		w := &s.warm[i]
+		if w.at > at || at-w.at > warmLife {
+			continue // not freed yet (the copy worker runs ahead), or cold
+		}
+		k := min(n-got, w.bytes)
+		w.bytes -= k
+		got += k
+	}
+	kept := s.warm[:0]
+	for _, w := range s.warm {
+		if w.bytes > 0 && at-w.at <= warmLife {
+			kept = append(kept, w)
+		}
+	}
+	s.warm = kept
+	return got
 }
 
 // useFree takes up to n bytes of the free memory and returns how many it
@@ -468,7 +527,7 @@ func (s *sim) run(cs *simComp, c call) {
 		s.advance(s.now)
 		s.apply(ev, cs.acts)
 	}
-	touch := s.touchTime(cs.acts.Mapped - mapped)
+	touch := s.touchTime(cs.acts.Mapped-mapped, s.now)
 	s.now = t0 + dur + touch
 	cs.stats.compute += dur + touch
 	cs.stats.actTouch += touch
