@@ -100,10 +100,10 @@ type Profile struct {
 	// ReclaimTouchUsPerPage is the first touch of a fresh page when the
 	// kernel has no free memory left and must evict page cache for it.
 	// Measured only when asked (`ferry calibrate --checkpoint DIR`, see
-	// MeasureCheckpoint; CheckpointNote then says how). The default is this
-	// figure on the reference VM: 0.3-1.4 µs per GiB touched, far below a
-	// cold first touch there, because evicted pages are pages the host
-	// already backs.
+	// MeasureCheckpoint; CheckpointNote then says how). The default is of
+	// the order measured on the reference VM, 0.5-1.6 µs per page, far
+	// below a cold first touch there, because evicted pages are pages the
+	// host already backs.
 	ReclaimTouchUsPerPage float64 `json:"reclaim_touch_us_per_page"`
 
 	// DiskGBps is the figure used for reads from checkpoints. When the
@@ -204,7 +204,7 @@ func Default() Profile {
 		H2DF32GBps:            6,
 		FirstTouchUsPerPage:   10,
 		WarmTouchUsPerPage:    0.5,
-		ReclaimTouchUsPerPage: 1,   // reference VM, `calibrate --checkpoint`: 0.3-1.6 per GiB
+		ReclaimTouchUsPerPage: 1,   // reference VM, `calibrate --checkpoint`: 0.5-1.6
 		DiskGBps:              0.2, // cold reads measured here: 76-195 MB/s, 0.19 GB/s through ferry
 		PageCacheGBps:         3,
 		DiskCPU:               0.45,
