@@ -87,8 +87,7 @@ func runCalibrate(e *env, args []string) error {
 func checkpointFigures(p *hwprofile.Profile, dir string, small bool, log func(string, ...any)) error {
 	if dir == "" {
 		if old, found, err := hwprofile.LoadOrDefault(""); err == nil && found && old.CheckpointNote != "" {
-			p.DiskSustainedGBps, p.DiskBurstGB = old.DiskSustainedGBps, old.DiskBurstGB
-			p.ReclaimTouchUsPerPage, p.CheckpointNote = old.ReclaimTouchUsPerPage, old.CheckpointNote
+			p.SetCheckpoint(old.Checkpoint())
 		}
 		return nil
 	}
@@ -96,7 +95,6 @@ func checkpointFigures(p *hwprofile.Profile, dir string, small bool, log func(st
 	if err != nil {
 		return asUser(err)
 	}
-	p.DiskSustainedGBps, p.DiskBurstGB = f.SustainedGBps, f.BurstGB
-	p.ReclaimTouchUsPerPage, p.CheckpointNote = f.ReclaimUsPerPage, f.Note
+	p.SetCheckpoint(f)
 	return nil
 }

@@ -76,12 +76,11 @@ func (p *planFlags) hardware(prof *planner.Profile) (hwprofile.Profile, error) {
 // defaults to this machine's memory less the device budget and 1 GiB for
 // the process itself.
 func planningBudgets(device, host int64) planner.Budgets {
-	m := hwprofile.MemoryBytes()
-	if host == 0 && m > 0 {
-		host = max(m-device-1<<30, 1<<30)
+	m := hwprofile.ReadMemory()
+	if host == 0 && m.Total > 0 {
+		host = max(m.Total-device-1<<30, 1<<30)
 	}
-	return planner.Budgets{DeviceBytes: device, HostBytes: host, RSSBytes: m,
-		FreeBytes: hwprofile.FreeMemoryBytes(), CacheBytes: hwprofile.FileCacheBytes()}
+	return planner.Budgets{DeviceBytes: device, HostBytes: host, RSSBytes: m.Total, FreeBytes: m.Free, CacheBytes: m.FileCache}
 }
 
 // planned is a plan with its prediction.

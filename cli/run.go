@@ -181,7 +181,7 @@ func placementText(c residency.ComponentPlan) string {
 			s += fmt.Sprintf(" n=%d", c.Persistent)
 		}
 	}
-	if c.Placement == residency.Stream || c.Placement == residency.Onload {
+	if c.Moves() {
 		s += " from " + string(c.Tier)
 	}
 	return s

@@ -51,6 +51,16 @@ type CheckpointFigures struct {
 	Note             string
 }
 
+// Checkpoint returns the profile's figures that MeasureCheckpoint measures.
+func (p Profile) Checkpoint() CheckpointFigures {
+	return CheckpointFigures{SustainedGBps: p.DiskSustainedGBps, BurstGB: p.DiskBurstGB, ReclaimUsPerPage: p.ReclaimTouchUsPerPage, Note: p.CheckpointNote}
+}
+
+// SetCheckpoint stores figures MeasureCheckpoint measured.
+func (p *Profile) SetCheckpoint(f CheckpointFigures) {
+	p.DiskSustainedGBps, p.DiskBurstGB, p.ReclaimTouchUsPerPage, p.CheckpointNote = f.SustainedGBps, f.BurstGB, f.ReclaimUsPerPage, f.Note
+}
+
 // MeasureCheckpoint runs the probes that need a real checkpoint's files.
 //
 // The read: it drops opts.Dir's pages from the page cache, reads 3 GiB of
@@ -87,16 +97,16 @@ func MeasureCheckpoint(opts CheckpointOptions) (CheckpointFigures, error) {
 		return CheckpointFigures{}, err
 	}
 	f.SustainedGBps, f.BurstGB = sustainedRate(windows)
-	read := fmt.Sprintf("read %.1f GiB at %.2f GB/s after %.2f GB faster", gib(sz.read), f.SustainedGBps, f.BurstGB)
+	read := fmt.Sprintf("read %s at %.2f GB/s after %.2f GB faster", tensor.FormatBytes(sz.read), f.SustainedGBps, f.BurstGB)
 	if !dropped || f.SustainedGBps > SuspectDiskGBps {
-		read = fmt.Sprintf("read %.1f GiB at %.2f GB/s, suspect (served from a cache): not used", gib(sz.read), f.SustainedGBps)
+		read = fmt.Sprintf("read %s at %.2f GB/s, suspect (served from a cache): not used", tensor.FormatBytes(sz.read), f.SustainedGBps)
 		f.SustainedGBps, f.BurstGB = 0, 0
 	}
 	f.ReclaimUsPerPage, err = measureReclaim(opts, sz, logf)
 	if err != nil {
 		return CheckpointFigures{}, err
 	}
-	f.Note = fmt.Sprintf("%s: %s; touched %.1f GiB past free memory", opts.Dir, read, gib(sz.probe))
+	f.Note = fmt.Sprintf("%s: %s; touched %s past free memory", opts.Dir, read, tensor.FormatBytes(sz.probe))
 	return f, nil
 }
 
@@ -197,23 +207,26 @@ func measureReclaim(opts CheckpointOptions, sz checkpointSizes, logf func(string
 	// each come from evicting a cached one. Stop early rather than eat
 	// into the page cache the timed pages need (a large machine's kernel
 	// may keep more than sz.low free).
-	logf("checkpoint: taking the free memory left (%.1f GiB)", gib(FreeMemoryBytes()))
+	logf("checkpoint: taking the free memory left (%s)", tensor.FormatBytes(ReadMemory().Free))
 	need := sz.probe + sz.probe/4
-	for !opts.Small && FreeMemoryBytes() > sz.low && meminfo("MemAvailable") > need+sz.chunk {
+	for !opts.Small {
+		if m := ReadMemory(); m.Free <= sz.low || m.Available <= need+sz.chunk {
+			break
+		}
 		t := ops.Empty(dtype.F32, int(sz.chunk/4))
 		held = append(held, t)
 		touchPages(t.F32(), 1)
 	}
-	if !opts.Small {
-		if avail := meminfo("MemAvailable"); avail < need {
-			return 0, fmt.Errorf("checkpoint probe: only %.1f GiB can be evicted after reading %s; the probe needs %.1f GiB: close what holds memory",
-				gib(avail), opts.Dir, gib(need))
-		}
-		if free := FreeMemoryBytes(); free > sz.low+sz.probe/2 {
-			return 0, fmt.Errorf("checkpoint probe: the kernel keeps %.1f GiB free; the probe could not push it past its free memory", gib(free))
+	if m := ReadMemory(); !opts.Small {
+		switch {
+		case m.Available < need:
+			return 0, fmt.Errorf("checkpoint probe: only %s can be evicted after reading %s; the probe needs %s: close what holds memory",
+				tensor.FormatBytes(m.Available), opts.Dir, tensor.FormatBytes(need))
+		case m.Free > sz.low+sz.probe/2:
+			return 0, fmt.Errorf("checkpoint probe: the kernel keeps %s free; the probe could not push it past its free memory", tensor.FormatBytes(m.Free))
 		}
 	}
-	logf("checkpoint: touching %.1f GiB past free memory", gib(sz.probe))
+	logf("checkpoint: touching %s past free memory", tensor.FormatBytes(sz.probe))
 	var us float64
 	for off := int64(0); off < sz.probe; off += sz.chunk {
 		t := ops.Empty(dtype.F32, int(sz.chunk/4))
@@ -255,10 +268,8 @@ func checkpointFiles(dir string, need int64) ([]string, error) {
 		return nil, fmt.Errorf("checkpoint probe: %s holds no files: name a checkpoint folder", dir)
 	}
 	if total < need {
-		return nil, fmt.Errorf("checkpoint probe: %s holds %.1f GiB of files; the probes read %.1f GiB: name a bigger checkpoint folder",
-			dir, gib(total), gib(need))
+		return nil, fmt.Errorf("checkpoint probe: %s holds %s of files; the probes read %s: name a bigger checkpoint folder",
+			dir, tensor.FormatBytes(total), tensor.FormatBytes(need))
 	}
 	return files, nil
 }
-
-func gib(n int64) float64 { return float64(n) / (1 << 30) }

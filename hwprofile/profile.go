@@ -222,30 +222,62 @@ func ConvPanelWidth() int {
 	return 1
 }
 
-// MemoryBytes reads MemTotal from /proc/meminfo; 0 where there is none.
-func MemoryBytes() int64 { return meminfo("MemTotal") }
+// DiskGBpsPastBurst is the rate of a run's uncached reads past the first
+// DiskBurstGB: the sustained rate where calibrate measured one, never above
+// DiskGBps (a disk probed slower than that is slow now), and DiskGBps where
+// there is none.
+func (p Profile) DiskGBpsPastBurst() float64 {
+	if p.DiskSustainedGBps <= 0 {
+		return p.DiskGBps
+	}
+	return min(p.DiskGBps, p.DiskSustainedGBps)
+}
 
-// FreeMemoryBytes reads MemFree from /proc/meminfo: what the kernel hands
-// out now without evicting anything; 0 where there is none.
-func FreeMemoryBytes() int64 { return meminfo("MemFree") }
+// Memory is one reading of /proc/meminfo, in bytes; zeros where there is
+// none.
+type Memory struct {
+	Total int64 // MemTotal
+	// Free is MemFree: what the kernel hands out now without evicting.
+	Free int64
+	// Available is MemAvailable: free memory plus what it can evict.
+	Available int64
+	// FileCache is the page cache the kernel can evict: the file pages on
+	// its LRU lists (Active(file) + Inactive(file)).
+	FileCache int64
+}
 
-// FileCacheBytes is the page cache the kernel can evict: the file pages on
-// its LRU lists (Active(file) + Inactive(file)); 0 where unknown.
-func FileCacheBytes() int64 { return meminfo("Active(file)") + meminfo("Inactive(file)") }
-
-func meminfo(key string) int64 {
+// ReadMemory reads /proc/meminfo once.
+func ReadMemory() Memory {
 	data, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
-		return 0
+		return Memory{}
 	}
+	var m Memory
 	for _, line := range strings.Split(string(data), "\n") {
+		key, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
 		var kb int64
-		if _, err := fmt.Sscanf(line, key+": %d kB", &kb); err == nil {
-			return kb << 10
+		if _, err := fmt.Sscanf(rest, "%d kB", &kb); err != nil {
+			continue
+		}
+		switch key {
+		case "MemTotal":
+			m.Total = kb << 10
+		case "MemFree":
+			m.Free = kb << 10
+		case "MemAvailable":
+			m.Available = kb << 10
+		case "Active(file)", "Inactive(file)":
+			m.FileCache += kb << 10
 		}
 	}
-	return 0
+	return m
 }
+
+// MemoryBytes is this machine's RAM (MemTotal); 0 where unknown.
+func MemoryBytes() int64 { return ReadMemory().Total }
 
 // GEMMGFLOPS returns the rate of the named implementation ("" for
 // GemmDefault); an unknown name falls back to the default's rate, then to

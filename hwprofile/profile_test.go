@@ -198,3 +198,17 @@ func TestUseCheckpointRead(t *testing.T) {
 		t.Fatalf("--disk-gbps after the probe: %g GB/s, %v", p.DiskGBps, err)
 	}
 }
+
+// TestReadMemory: one reading of /proc/meminfo holds consistent figures.
+func TestReadMemory(t *testing.T) {
+	if _, err := os.Stat("/proc/meminfo"); err != nil {
+		t.Skip("no /proc/meminfo here")
+	}
+	m := ReadMemory()
+	if m.Total <= 0 || m.Free <= 0 || m.Free > m.Total || m.Available < m.Free || m.Available > m.Total || m.FileCache < 0 || m.FileCache > m.Total {
+		t.Fatalf("%+v: want 0 < free <= available <= total and 0 <= file cache <= total", m)
+	}
+	if MemoryBytes() != m.Total {
+		t.Errorf("MemoryBytes %d, want MemTotal %d", MemoryBytes(), m.Total)
+	}
+}

@@ -54,7 +54,7 @@ func WriteTable(w io.Writer, pr Prediction) error {
 	fmt.Fprintf(&b, "peak RSS     %s\n", tensor.FormatBytes(pr.PeakRSSBytes))
 	fmt.Fprintf(&b, "disk reads   %.2f GB/s outside the page cache (%s)", pr.DiskGBps, orDash(pr.DiskNote))
 	if pr.DiskSustainedGBps > 0 {
-		fmt.Fprintf(&b, ", %.2f GB/s past the first %.2f GB (calibrated)", min(pr.DiskGBps, pr.DiskSustainedGBps), pr.DiskBurstGB)
+		fmt.Fprintf(&b, ", %.2f GB/s past the first %.2f GB (calibrated)", pr.DiskSustainedGBps, pr.DiskBurstGB)
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "time         text %s, denoise %s (step %s, first %s), vae %s: total %s\n",

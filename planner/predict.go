@@ -44,7 +44,7 @@ type Prediction struct {
 	DiskGBps float64 `json:"disk_gbps"`
 	DiskNote string  `json:"disk_note,omitempty"`
 	// DiskSustainedGBps is the rate past the first DiskBurstGB of them,
-	// where calibrate measured one (hwprofile.Profile).
+	// where calibrate measured one (hwprofile.Profile.DiskGBpsPastBurst).
 	DiskSustainedGBps float64 `json:"disk_sustained_gbps,omitempty"`
 	DiskBurstGB       float64 `json:"disk_burst_gb,omitempty"`
 
@@ -169,7 +169,9 @@ func simulate(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Reques
 	pl.decode()
 	pred := newPrediction(p, plan, req, b)
 	pred.DiskGBps, pred.DiskNote = hw.DiskGBps, hw.DiskNote
-	pred.DiskSustainedGBps, pred.DiskBurstGB = hw.DiskSustainedGBps, hw.DiskBurstGB
+	if hw.DiskSustainedGBps > 0 {
+		pred.DiskSustainedGBps, pred.DiskBurstGB = hw.DiskGBpsPastBurst(), hw.DiskBurstGB
+	}
 	pl.fill(&pred)
 	ph := phaseStats{dev: pl.devPhase, host: pl.hostPhase}
 	if s.err != nil {

@@ -180,7 +180,7 @@ func (sr *searcher) kept(comp string, c residency.ComponentPlan) (dev, host int6
 		case residency.Host:
 			host += seg(b.ComputeBytes(sr.p.Compute))
 		}
-		if (c.Placement == residency.Stream || c.Placement == residency.Onload) && c.Tier != residency.TierDisk {
+		if c.FromHostCopy() {
 			host += seg(b.Bytes(prof.Storage))
 		}
 	}
@@ -453,7 +453,7 @@ func describe(p *residency.Plan) string {
 		if cp.Placement == residency.Stream {
 			s += fmt.Sprintf("(k=%d,n=%d)", cp.Prefetch, cp.Persistent)
 		}
-		if (cp.Placement == residency.Stream || cp.Placement == residency.Onload) && cp.Tier == residency.TierDisk {
+		if cp.FromDisk() {
 			s += "/disk"
 		}
 		parts = append(parts, s)

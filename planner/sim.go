@@ -142,7 +142,9 @@ func newSim(hw hwprofile.Profile, b Budgets) *sim {
 		s.free = b.FreeBytes
 	}
 	s.spare = b.CacheBytes
-	s.burst = int64(hw.DiskBurstGB * 1e9)
+	if hw.DiskSustainedGBps > 0 {
+		s.burst = int64(hw.DiskBurstGB * 1e9)
+	}
 	for i, r := range [4]float64{hw.ConvSmallGFLOPS, hw.ConvMidGFLOPS, hw.ConvGFLOPS, hw.ConvWideGFLOPS} {
 		s.convRates[i] = r * paddedRatio(convProbeChannels[i], hw.ConvPanel) * 1e9
 	}
@@ -236,7 +238,7 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 		return
 	}
 	fresh := cs.weights.Mapped - mapped
-	fromHost := (cs.plan.Placement == residency.Stream || cs.plan.Placement == residency.Onload) && cs.plan.Tier != residency.TierDisk
+	fromHost := cs.plan.FromHostCopy()
 	var read, diskRead, touch float64
 	if fromHost && x.hostCopy == nil {
 		hostMapped := s.host.Mapped
@@ -305,7 +307,7 @@ func (s *sim) readTime(x *simBlock, at float64) float64 {
 	x.reads++
 	s.useFree(raw - cached) // the page cache grows by what the disk gives
 	t := s.diskTime(raw-cached) + float64(cached)/(s.hw.PageCacheGBps*1e9)
-	if p := x.comp.plan; x.reads > 1 && p.Tier == residency.TierDisk && (p.Placement == residency.Stream || p.Placement == residency.Onload) {
+	if x.reads > 1 && x.comp.plan.FromDisk() {
 		if x.reads == 2 {
 			s.readBytes -= raw
 			s.readCached -= cached
@@ -321,13 +323,9 @@ func (s *sim) readTime(x *simBlock, at float64) float64 {
 // the reference VM a 64 MiB probe read 0.98-1.4 GB/s and a long read
 // 0.55-0.65 after its first few hundred MiB.
 func (s *sim) diskTime(n int64) float64 {
-	if s.hw.DiskSustainedGBps <= 0 {
-		return float64(n) / (s.hw.DiskGBps * 1e9)
-	}
 	fast := min(n, s.burst)
 	s.burst -= fast
-	slow := min(s.hw.DiskGBps, s.hw.DiskSustainedGBps)
-	return float64(fast)/(s.hw.DiskGBps*1e9) + float64(n-fast)/(slow*1e9)
+	return float64(fast)/(s.hw.DiskGBps*1e9) + float64(n-fast)/(s.hw.DiskGBpsPastBurst()*1e9)
 }
 
 // touchTime prices the first touch of fresh pages at time at: memory the
@@ -339,6 +337,9 @@ func (s *sim) diskTime(n int64) float64 {
 // already backs (measured here: cold 6-9 µs per page, past free memory
 // 0.5-1.6).
 func (s *sim) touchTime(fresh int64, at float64) float64 {
+	if fresh <= 0 {
+		return 0 // most calls map nothing: skip the warm list
+	}
 	warm := s.takeWarm(fresh, at)
 	if s.free >= 0 {
 		s.free -= min(warm, s.free) // warm pages are free memory too

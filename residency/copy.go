@@ -54,14 +54,14 @@ func (e *Executor) load(b *Block) (*tensor.Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	fromHost := (cs.plan.Placement == Stream || cs.plan.Placement == Onload) && cs.plan.Tier == TierHost
+	fromHost := cs.plan.FromHostCopy()
 	// The disk tier holds nothing between loads, the page cache included:
 	// from a block's second load on, its pages are dropped once read, so
 	// that every reload comes from the disk as planned. A first read (a
 	// one-pass component such as the text encoder, resident weights, host
 	// copies) leaves them to the kernel, which keeps them while memory
 	// allows, so that the next run reads from memory.
-	rereads := (cs.plan.Placement == Stream || cs.plan.Placement == Onload) && cs.plan.Tier == TierDisk && b.loads > 0
+	rereads := cs.plan.FromDisk() && b.loads > 0
 	if fromHost && b.host == nil {
 		if err := e.fillHostCopy(b); err != nil {
 			buf.Free()

@@ -94,6 +94,18 @@ type ComponentPlan struct {
 	Blocks map[string]Placement `json:"blocks,omitempty" yaml:"blocks,omitempty"`
 }
 
+// Moves says the component's weights move to the compute location for use
+// and leave it after (onload, stream), from a copy on their tier.
+func (c ComponentPlan) Moves() bool { return c.Placement == Stream || c.Placement == Onload }
+
+// FromHostCopy says the weights move from a host-tier copy, read from the
+// checkpoint at the first load.
+func (c ComponentPlan) FromHostCopy() bool { return c.Moves() && c.Tier != TierDisk }
+
+// FromDisk says the weights are read from the checkpoint at every load;
+// from a block's second load on, the executor drops the pages it read.
+func (c ComponentPlan) FromDisk() bool { return c.Moves() && c.Tier == TierDisk }
+
 // For returns the plan for a component; components the plan does not name
 // are resident.
 func (p *Plan) For(component string) ComponentPlan {
