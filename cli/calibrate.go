@@ -73,12 +73,26 @@ func runCalibrate(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "attention %.1f GFLOP/s, conv %.1f GFLOP/s, elementwise %.1f GB/s\n", p.AttentionGFLOPS, p.ConvGFLOPS, p.MemGBps)
 	fmt.Fprintf(e.stdout, "host->device %.2f GB/s (bf16->f32), disk %.2f GB/s, page cache %.2f GB/s\n", p.H2DGBps, p.DiskGBps, p.PageCacheGBps)
 	fmt.Fprintf(e.stdout, "first touch of fresh memory %.2f µs per 4 KiB page (%.2f µs where the process unmapped it moments before)\n", p.FirstTouchUsPerPage, p.WarmTouchUsPerPage)
+	fmt.Fprintln(e.stdout, fragmentLine(p))
 	if p.CheckpointNote != "" {
 		fmt.Fprintf(e.stdout, "disk sustained %.2f GB/s after a %.2f GB burst, first touch past free memory %.2f µs per 4 KiB page (%s)\n",
 			p.DiskSustainedGBps, p.DiskBurstGB, p.ReclaimTouchUsPerPage, p.CheckpointNote)
 	}
 	fmt.Fprintf(e.stdout, "saved %s\n", path)
 	return nil
+}
+
+// fragmentLine says what a 4 KiB page out of fragmented free memory cost
+// and whether devices will use those pages first.
+func fragmentLine(p hwprofile.Profile) string {
+	if p.FragmentTouchUsPerPage == 0 {
+		return "4 KiB pages from fragmented free memory: not measured (too little of it free now); devices use huge pages"
+	}
+	use := "devices use huge pages (not cheaper by half)"
+	if p.SmallPagesFirst() {
+		use = "devices use them before huge pages"
+	}
+	return fmt.Sprintf("4 KiB pages from fragmented free memory %.2f µs per page: %s", p.FragmentTouchUsPerPage, use)
 }
 
 // checkpointFigures runs the probes that need a checkpoint when dir names

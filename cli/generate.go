@@ -208,5 +208,12 @@ func choosePlan(g *genFlags, j job) (planned, error) {
 		spec = "resident"
 	}
 	p, err := resolvePlan(spec)
-	return planned{plan: p}, err
+	if err != nil {
+		return planned{}, err
+	}
+	hw, err := g.hardware(nil)
+	if err != nil {
+		return planned{}, err
+	}
+	return planned{plan: p, smallPages: hw.SmallPagesFirst()}, nil
 }

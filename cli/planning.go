@@ -54,14 +54,17 @@ func (p *planFlags) fastVideoSet() []string {
 }
 
 // hardware is the calibrated profile (or the built-in default), with the
-// read rate measured on the model's checkpoint (planner.MeasureFolder)
-// and then the command line's overrides.
+// read rate measured on the model's checkpoint (planner.MeasureFolder;
+// none for a model the planner does not profile, prof nil) and then the
+// command line's overrides.
 func (p *planFlags) hardware(prof *planner.Profile) (hwprofile.Profile, error) {
 	hw, _, err := hwprofile.LoadOrDefault("")
 	if err != nil {
 		return hw, asUser(fmt.Errorf("%w (run ferry calibrate again)", err))
 	}
-	hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps())
+	if prof != nil {
+		hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps())
+	}
 	for name, v := range p.hwOverrides {
 		if *v != 0 {
 			if err := hw.Set(name, *v); err != nil {
@@ -80,13 +83,18 @@ func planningBudgets(device, host int64) planner.Budgets {
 	if host == 0 && m.Total > 0 {
 		host = max(m.Total-device-1<<30, 1<<30)
 	}
-	return planner.Budgets{DeviceBytes: device, HostBytes: host, RSSBytes: m.Total, FreeBytes: m.Free, CacheBytes: m.FileCache}
+	return planner.Budgets{DeviceBytes: device, HostBytes: host, RSSBytes: m.Total, FreeBytes: m.Free, CacheBytes: m.FileCache,
+		FragmentedBytes: m.Fragmented}
 }
 
 // planned is a plan with its prediction.
 type planned struct {
 	plan *residency.Plan
 	pred *planner.Prediction
+	// smallPages: the devices take 4 KiB pages out of fragmented free
+	// memory first, as the hardware profile says (and the prediction
+	// prices).
+	smallPages bool
 }
 
 // computeDType parses --dtype.
@@ -133,7 +141,7 @@ func (p *planFlags) resolve(prof *planner.Profile, req planner.Request, b planne
 	if !pred.Fits && !p.force {
 		return planned{}, userf("plan %s is predicted not to fit: %s (raise --device-mem/--host-mem, use --plan auto, or --force to run it anyway)", planName(plan), pred.Problem)
 	}
-	return planned{plan: plan, pred: &pred}, nil
+	return planned{plan: plan, pred: &pred, smallPages: hw.SmallPagesFirst()}, nil
 }
 
 func planName(p *residency.Plan) string {

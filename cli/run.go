@@ -34,7 +34,7 @@ func execute(e *env, g *genFlags, j job, pl planned) error {
 		return err
 	}
 	var rt *pipeline.Runtime
-	rt, err = pipeline.NewRuntime(budget, plan, pipeline.Options{Context: e.ctx, ComputeDType: dt,
+	rt, err = pipeline.NewRuntime(budget, plan, pipeline.Options{Context: e.ctx, ComputeDType: dt, SmallPagesFirst: pl.smallPages,
 		OnBlock: func(comp, _ string) { bars.block(rt, comp) }})
 	if err != nil {
 		return err

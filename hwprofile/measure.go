@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ferry/backend/cpu"
+	"ferry/backend/cpu/arena"
 	"ferry/backend/cpu/gemm"
 	"ferry/dtype"
 	"ferry/tensor"
@@ -74,6 +75,7 @@ func Measure(opts Options) (Profile, error) {
 	// First, before any probe has freed memory (see measureFirstTouch).
 	logf("first touch of fresh memory")
 	p.FirstTouchUsPerPage, p.WarmTouchUsPerPage = measureFirstTouch(sz)
+	p.FragmentTouchUsPerPage = measureFragmentTouch(sz)
 
 	impls, err := gemmImpls(opts.Gemm, opts.Small)
 	if err != nil {
@@ -285,6 +287,24 @@ func measureFirstTouch(sz sizes) (cold, warm float64) {
 	dev.EmptyCache()
 	warm = min(touch(), cold)
 	return cold, warm
+}
+
+// measureFragmentTouch times the first touch of 4 KiB pages the device
+// maps out of the kernel's fragmented free memory (SmallPagesFirst): up to
+// touchBytes of it, half of what there is. It returns 0 (not measured)
+// where there are too few fragments to trust a figure: less than 16 MiB to
+// touch.
+func measureFragmentTouch(sz sizes) float64 {
+	n := min(sz.touchBytes, cpu.FragmentedFree()/2-arena.FragmentMargin) &^ (arena.PageSize - 1)
+	if n < min(sz.touchBytes, 16<<20) {
+		return 0
+	}
+	dev := cpu.NewDevice(0)
+	dev.SmallPagesFirst(cpu.FragmentedFree)
+	defer dev.EmptyCache()
+	t := tensor.NewOps(cpu.New(dev, gemm.Naive{})).Empty(dtype.F32, int(n/4))
+	defer t.Free()
+	return touchCost(t.F32())
 }
 
 // touchCost writes fresh memory once per 4 KiB page, twice: the first pass

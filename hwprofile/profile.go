@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 
+	"ferry/backend/cpu"
 	"ferry/backend/cpu/gemm"
 )
 
@@ -105,6 +106,12 @@ type Profile struct {
 	// below a cold first touch there, because evicted pages are pages the
 	// host already backs.
 	ReclaimTouchUsPerPage float64 `json:"reclaim_touch_us_per_page"`
+	// FragmentTouchUsPerPage is the first touch of a 4 KiB page out of the
+	// kernel's free memory too fragmented for huge pages
+	// (cpu.FragmentedFree): 1.3 µs on the reference VM, whose host backs
+	// those fragments but not the free huge-page blocks its balloon
+	// reported. 0: not measured (too few fragments when calibrating).
+	FragmentTouchUsPerPage float64 `json:"fragment_touch_us_per_page,omitempty"`
 
 	// DiskGBps is the figure used for reads from checkpoints. When the
 	// measurement was served from the page cache (DiskSuspect) it holds a
@@ -233,6 +240,15 @@ func (p Profile) DiskGBpsPastBurst() float64 {
 	return min(p.DiskGBps, p.DiskSustainedGBps)
 }
 
+// SmallPagesFirst reports whether device memory should come out of the
+// kernel's fragmented free memory in 4 KiB pages before huge pages are
+// asked for (cpu.Device.SmallPagesFirst): where such a page was measured
+// less than half as dear to touch as a cold huge page's 4 KiB. The GEMMs
+// over 4 KiB pages lose 2-4% to the TLB, so a small gain is not taken.
+func (p Profile) SmallPagesFirst() bool {
+	return p.FragmentTouchUsPerPage > 0 && 2*p.FragmentTouchUsPerPage < p.FirstTouchUsPerPage
+}
+
 // Memory is one reading of /proc/meminfo, in bytes; zeros where there is
 // none.
 type Memory struct {
@@ -244,15 +260,18 @@ type Memory struct {
 	// FileCache is the page cache the kernel can evict: the file pages on
 	// its LRU lists (Active(file) + Inactive(file)).
 	FileCache int64
+	// Fragmented is the free memory in blocks smaller than a huge page
+	// (cpu.FragmentedFree, from /proc/buddyinfo).
+	Fragmented int64
 }
 
-// ReadMemory reads /proc/meminfo once.
+// ReadMemory reads /proc/meminfo once, and /proc/buddyinfo.
 func ReadMemory() Memory {
 	data, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		return Memory{}
 	}
-	var m Memory
+	m := Memory{Fragmented: cpu.FragmentedFree()}
 	for _, line := range strings.Split(string(data), "\n") {
 		key, rest, ok := strings.Cut(line, ":")
 		if !ok {
@@ -355,6 +374,7 @@ func fields() []field {
 		{"first-touch-us", "first touch of a fresh 4 KiB page, µs", func(p *Profile) *float64 { return &p.FirstTouchUsPerPage }, false},
 		{"warm-touch-us", "first touch of a 4 KiB page the process gave back moments before, µs", func(p *Profile) *float64 { return &p.WarmTouchUsPerPage }, false},
 		{"reclaim-touch-us", "first touch of a fresh 4 KiB page once free memory is used up, µs", func(p *Profile) *float64 { return &p.ReclaimTouchUsPerPage }, false},
+		{"fragment-touch-us", "first touch of a 4 KiB page from free memory too fragmented for huge pages, µs", func(p *Profile) *float64 { return &p.FragmentTouchUsPerPage }, true},
 		{"disk-gbps", "checkpoint read bandwidth, GB/s", func(p *Profile) *float64 { return &p.DiskGBps }, false},
 		{"disk-sustained-gbps", "checkpoint read bandwidth once the disk's burst is spent, GB/s", func(p *Profile) *float64 { return &p.DiskSustainedGBps }, true},
 		{"disk-burst-gb", "how much of a run's checkpoint reads the disk serves at --disk-gbps before --disk-sustained-gbps, GB", func(p *Profile) *float64 { return &p.DiskBurstGB }, true},

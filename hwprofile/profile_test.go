@@ -136,6 +136,9 @@ func TestMeasureSmall(t *testing.T) {
 	if p.DiskSuspect != (p.DiskMeasuredGBps > SuspectDiskGBps) && p.DiskNote == "" {
 		t.Errorf("disk suspect flag %v does not match the measured %g GB/s", p.DiskSuspect, p.DiskMeasuredGBps)
 	}
+	if p.FragmentTouchUsPerPage < 0 {
+		t.Errorf("fragment touch %g µs, want >= 0 (0: not measured)", p.FragmentTouchUsPerPage)
+	}
 	if p.DiskSuspect && p.DiskGBps != Default().DiskGBps {
 		t.Errorf("suspect disk figure kept: %g", p.DiskGBps)
 	}
@@ -208,7 +211,33 @@ func TestReadMemory(t *testing.T) {
 	if m.Total <= 0 || m.Free <= 0 || m.Free > m.Total || m.Available < m.Free || m.Available > m.Total || m.FileCache < 0 || m.FileCache > m.Total {
 		t.Fatalf("%+v: want 0 < free <= available <= total and 0 <= file cache <= total", m)
 	}
+	// Fragments are free memory; the two files are read a moment apart,
+	// so allow what a busy machine frees meanwhile.
+	if m.Fragmented < 0 || m.Fragmented > m.Free+64<<20 {
+		t.Errorf("fragmented %d bytes, free %d: want 0 <= fragmented <= free", m.Fragmented, m.Free)
+	}
 	if MemoryBytes() != m.Total {
 		t.Errorf("MemoryBytes %d, want MemTotal %d", MemoryBytes(), m.Total)
+	}
+}
+
+func TestSmallPagesFirst(t *testing.T) {
+	for _, tc := range []struct {
+		first, fragment float64
+		want            bool
+	}{
+		{8, 0, false},     // not measured
+		{8, 1.3, true},    // the reference VM
+		{8, 4, false},     // not cheaper by half
+		{0.4, 0.3, false}, // bare metal: huge pages as cheap
+	} {
+		p := Default()
+		p.FirstTouchUsPerPage, p.FragmentTouchUsPerPage = tc.first, tc.fragment
+		if got := p.SmallPagesFirst(); got != tc.want {
+			t.Errorf("first touch %g µs, fragments %g µs: SmallPagesFirst %v, want %v", tc.first, tc.fragment, got, tc.want)
+		}
+		if err := p.Validate(); err != nil {
+			t.Errorf("fragments %g: %v", tc.fragment, err)
+		}
 	}
 }

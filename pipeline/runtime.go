@@ -57,6 +57,11 @@ type Options struct {
 	// activations to bf16 at the GEMM input (float32 accumulation); F32
 	// (the default, also when zero) widens every weight to float32.
 	ComputeDType dtype.DType
+	// SmallPagesFirst maps device and host memory with 4 KiB pages out of
+	// the kernel's fragmented free memory while it lasts, huge pages after
+	// (cpu.Device.SmallPagesFirst): where the hardware profile measured
+	// those pages cheaper to touch (hwprofile.Profile.SmallPagesFirst).
+	SmallPagesFirst bool
 }
 
 // DefaultComputeDType is BF16 where the CPU multiplies bf16 natively
@@ -88,6 +93,10 @@ func NewRuntime(b Budget, plan *residency.Plan, opt Options) (*Runtime, error) {
 	}
 	if rt.ctx == nil {
 		rt.ctx = context.Background()
+	}
+	if opt.SmallPagesFirst {
+		rt.Device.SmallPagesFirst(cpu.FragmentedFree)
+		rt.Host.SmallPagesFirst(cpu.FragmentedFree)
 	}
 	rt.Device.Observe(counter(rt.Trace, "device"))
 	rt.Host.Observe(counter(rt.Trace, "host"))

@@ -729,3 +729,46 @@ func TestDroppedPagesAreWarm(t *testing.T) {
 		t.Errorf("%gs after a drop: %.4gs, want %.4gs (cold again)", warmLife+1, got, want)
 	}
 }
+
+// TestFragmentsFirst: where the profile measured 4 KiB pages from the
+// kernel's fragmented free memory cheaper by half, a segment the fragments
+// hold (with arena.FragmentMargin) is touched at their rate, the next one
+// past them at the cold rate; unmapping a fragment segment gives it back
+// to the fragments, not to the warm list. Without the measurement, every
+// segment is cold.
+func TestFragmentsFirst(t *testing.T) {
+	const mib = 1 << 20
+	hw := hwprofile.Default()
+	hw.FirstTouchUsPerPage, hw.WarmTouchUsPerPage, hw.FragmentTouchUsPerPage = 10, 0.5, 1
+	us := func(bytes int64, rate float64) float64 { return float64(bytes) / pageSize * rate * 1e-6 }
+	touch := func(s *sim, n int64) (float64, *mblock) {
+		mapped := s.dev.Mapped
+		b := s.dev.alloc(n)
+		if b == nil || s.dev.Mapped-mapped != n {
+			t.Fatalf("alloc %d: mapped %d", n, s.dev.Mapped-mapped)
+		}
+		return s.touchTime(s.dev.Mapped-mapped, 0), b
+	}
+	s := newSim(hw, Budgets{FragmentedBytes: 100 * mib})
+	got, a := touch(s, 64*mib)
+	if want := us(64*mib, 1); math.Abs(got-want) > 1e-12 {
+		t.Errorf("64 MiB in 100 MiB of fragments: %.4gs, want %.4gs (fragment rate)", got, want)
+	}
+	if got, _ := touch(s, 32*mib); math.Abs(got-us(32*mib, 10)) > 1e-12 {
+		t.Errorf("32 MiB past the fragments (36 MiB left, 16 of them the margin): %.4gs, want %.4gs (cold)", got, us(32*mib, 10))
+	}
+	s.dev.release(a)
+	s.dev.releaseEmpty()
+	if len(s.warm) != 0 || s.frag != 100*mib {
+		t.Errorf("after unmapping the fragment segment: %d bytes of fragments, %v warm; want 100 MiB and none", s.frag, s.warm)
+	}
+	if got, _ := touch(s, 48*mib); math.Abs(got-us(48*mib, 1)) > 1e-12 {
+		t.Errorf("48 MiB after it was given back: %.4gs, want %.4gs (fragment rate)", got, us(48*mib, 1))
+	}
+
+	hw.FragmentTouchUsPerPage = 6 // not cheaper by half: huge pages
+	s = newSim(hw, Budgets{FragmentedBytes: 100 * mib})
+	if got, _ := touch(s, 64*mib); math.Abs(got-us(64*mib, 10)) > 1e-12 {
+		t.Errorf("fragments not cheaper by half: %.4gs, want %.4gs (cold)", got, us(64*mib, 10))
+	}
+}

@@ -43,6 +43,11 @@ type Budgets struct {
 	// pages on its LRU lists; 0: none or unknown). What of it the run does
 	// not read is evicted before checkpoint pages the run has yet to read.
 	CacheBytes int64 `json:"cache_bytes,omitempty"`
+	// FragmentedBytes is the free memory the kernel had in blocks smaller
+	// than a huge page (cpu.FragmentedFree). Where the hardware profile
+	// has devices map 4 KiB pages out of it first, fresh segments it holds
+	// cost the fragment rate to touch.
+	FragmentedBytes int64 `json:"fragmented_bytes,omitempty"`
 }
 
 // DefaultRequest is Wan 2.1's reference request: 81 frames at 480×832,

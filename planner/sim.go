@@ -115,6 +115,12 @@ type sim struct {
 	// again yet, by when: segments the allocator unmapped under a budget,
 	// and checkpoint pages the executor dropped (takeWarm).
 	warm []warmFree
+	// smallFirst: the devices map a segment with 4 KiB pages out of the
+	// kernel's fragmented free memory while it holds it (frag bytes of it
+	// left), huge pages after (hwprofile.Profile.SmallPagesFirst).
+	// fragFresh is what such segments mapped that no touch has priced.
+	smallFirst      bool
+	frag, fragFresh int64
 }
 
 // warmFree is memory given back to the kernel at a time.
@@ -149,11 +155,41 @@ func newSim(hw hwprofile.Profile, b Budgets) *sim {
 		s.convRates[i] = r * paddedRatio(convProbeChannels[i], hw.ConvPanel) * 1e9
 	}
 	s.dev.reclaim = s.reclaim
-	unmapped := func(seg *arena.Segment) { s.freed(seg.Size, s.now) }
-	s.dev.Unmap, s.host.Unmap = unmapped, unmapped
+	s.smallFirst, s.frag = hw.SmallPagesFirst(), b.FragmentedBytes
+	s.pages(s.dev)
+	s.pages(s.host)
 	joint := func() { s.peakJoint = max(s.peakJoint, s.dev.Reserved+s.host.Reserved) }
 	s.dev.observe, s.host.observe = joint, joint
 	return s
+}
+
+// pages makes m decide, segment by segment, what pages the device maps
+// (arena.SmallPages), and give unmapped segments back to the kernel:
+// small-page ones to its fragments, which stay warm, huge-page ones to
+// free memory, warm for warmLife (freed).
+func (s *sim) pages(m *allocModel) {
+	small := map[int64]bool{}
+	mapSeg := m.Map
+	m.Map = func(size int64) (int64, any, error) {
+		base, mem, err := mapSeg(size)
+		if err == nil && s.smallFirst && arena.SmallPages(size, s.frag) {
+			small[base] = true
+			s.frag -= size
+			s.fragFresh += size
+		}
+		return base, mem, err
+	}
+	m.Unmap = func(seg *arena.Segment) {
+		if !small[seg.Base] {
+			s.freed(seg.Size, s.now)
+			return
+		}
+		delete(small, seg.Base)
+		s.frag += seg.Size
+		if s.free >= 0 {
+			s.free += seg.Size
+		}
+	}
 }
 
 // register declares a component as Executor.Register does.
@@ -328,25 +364,32 @@ func (s *sim) diskTime(n int64) float64 {
 	return float64(fast)/(s.hw.DiskGBps*1e9) + float64(n-fast)/(s.hw.DiskGBpsPastBurst()*1e9)
 }
 
-// touchTime prices the first touch of fresh pages at time at: memory the
-// run gave back to the kernel in the last warmLife seconds at the warm
-// rate, the rest at the calibrated (cold) rate while the kernel has free
-// memory, at the reclaim rate past it, where it must evict page cache for
-// each page (evictCache). On a VM whose balloon reports free memory to the
-// host, the reclaim rate is the lower one: evicted pages are pages the host
-// already backs (measured here: cold 6-9 µs per page, past free memory
-// 0.5-1.6).
+// touchTime prices the first touch of fresh pages at time at: segments
+// mapped out of the kernel's fragmented free memory at the fragment rate
+// (the page cache takes little of it: reading 1 GiB of a checkpoint here
+// took 65 MiB of 574, the kernel filling it with larger blocks);
+// memory the run gave back to the kernel in the last warmLife seconds at
+// the warm rate; the rest at the calibrated (cold) rate while the kernel
+// has free memory, at the reclaim rate past it, where it must evict page
+// cache for each page (evictCache). On a VM whose balloon reports free
+// memory to the host, the reclaim rate is the lower one: evicted pages are
+// pages the host already backs (measured here: cold 6-9 µs per page, past
+// free memory 0.5-1.6, from the fragments 1.3).
 func (s *sim) touchTime(fresh int64, at float64) float64 {
 	if fresh <= 0 {
 		return 0 // most calls map nothing: skip the warm list
 	}
+	frag := min(fresh, s.fragFresh)
+	s.fragFresh -= frag
+	fresh -= frag
 	warm := s.takeWarm(fresh, at)
 	if s.free >= 0 {
-		s.free -= min(warm, s.free) // warm pages are free memory too
+		s.free -= min(frag+warm, s.free) // fragments and warm pages are free memory too
 	}
 	fresh -= warm
 	slow := fresh - s.useFree(fresh)
-	us := float64(warm)*s.hw.WarmTouchUsPerPage + float64(fresh-slow)*s.hw.FirstTouchUsPerPage + float64(slow)*s.hw.ReclaimTouchUsPerPage
+	us := float64(frag)*s.hw.FragmentTouchUsPerPage + float64(warm)*s.hw.WarmTouchUsPerPage +
+		float64(fresh-slow)*s.hw.FirstTouchUsPerPage + float64(slow)*s.hw.ReclaimTouchUsPerPage
 	return us / pageSize * 1e-6
 }
 

@@ -10,3 +10,6 @@ var HugePages = false
 func mapAnon(size int64) ([]byte, error) { return make([]byte, size), nil }
 
 func unmap([]byte) {}
+
+// mapSmall is mapAnon.
+func mapSmall(size int64) ([]byte, error) { return mapAnon(size) }

@@ -232,3 +232,16 @@ func (a *Arena) removeFree(b *Block) {
 }
 
 func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
+
+// FragmentMargin is what of the kernel's fragmented free memory a segment
+// leaves to the rest of the process (its heap, some of the page cache its
+// reads fill) when SmallPages maps it there.
+const FragmentMargin = 16 << 20
+
+// SmallPages reports whether a segment of size bytes is mapped with 4 KiB
+// pages out of the kernel's fragmented free memory (fragments bytes of it
+// now, see cpu.FragmentedFree) rather than with huge pages: while it holds
+// the segment and a margin. The CPU device decides so where the hardware
+// profile measured those pages cheaper to touch, and the planner, which
+// runs this arena over nothing, prices the same decision.
+func SmallPages(size, fragments int64) bool { return size+FragmentMargin <= fragments }
