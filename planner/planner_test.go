@@ -730,6 +730,37 @@ func TestDroppedPagesAreWarm(t *testing.T) {
 	}
 }
 
+// TestDiskTierSteadyStep: a transformer streamed from the disk tier reads
+// its cached checkpoint in the first two steps; the executor drops each
+// block's pages after its second load, so from step 3 on every step reads
+// the whole transformer from the disk, and the steady step prices that.
+func TestDiskTierSteadyStep(t *testing.T) {
+	p := mustBuiltin(t, "wan-tiny")
+	p.Component(Transformer).Cached = 1
+	hw := hwprofile.Default()
+	hw.DiskGBps, hw.PageCacheGBps = 1e-5, 100 // reads dwarf compute
+	req := requestFor("wan-tiny")
+	req.Steps = 5
+	plan := residency.Uniform("disk", residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierDisk, Prefetch: 1},
+		TextEncoder, Transformer, VAE)
+	pr, err := Predict(p, hw, plan, req, Budgets{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := float64(p.Component(Transformer).StoredBytes()) / (hw.DiskGBps * 1e9)
+	if pr.StepS < read {
+		t.Errorf("steady step %.3gs, want at least the transformer's read from disk, %.3gs", pr.StepS, read)
+	}
+	if pr.FirstStepS > read/10 {
+		t.Errorf("first step %.3gs, want the page cache's speed (the disk would take %.3gs)", pr.FirstStepS, read)
+	}
+	// Steps 1 and 2 read from the page cache, but for the embedding's
+	// third load (it runs twice a step): less than one step from the disk.
+	if pr.DenoiseS < 3*pr.StepS || pr.DenoiseS > 4*pr.StepS {
+		t.Errorf("denoise %.3gs, want steps 3-5 from the disk (3 x %.3gs) and steps 1-2 mostly from the page cache", pr.DenoiseS, pr.StepS)
+	}
+}
+
 // TestFragmentsFirst: where the profile measured 4 KiB pages from the
 // kernel's fragmented free memory cheaper by half, a segment the fragments
 // hold (with arena.FragmentMargin) is touched at their rate, the next one

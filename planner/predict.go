@@ -206,10 +206,24 @@ type pipelineSim struct {
 	// phase peaks (reserved) of the device and the host: text, denoise, vae
 	devPhase, hostPhase [3]int64
 	// times and stats at phase boundaries
-	tText, tStep1, tStep2, tDenoise, tVAE float64
-	step1, step2                          compStats
-	steps                                 int
+	tText, tDenoise, tVAE float64
+	// steps are the denoising steps simulated; the last is the steady one
+	// the others repeat (denoise).
+	steps []stepSim
 }
+
+// stepSim is one simulated denoising step: its time and the transformer's
+// stats in it.
+type stepSim struct {
+	t  float64
+	st compStats
+}
+
+// steady is the step the unsimulated ones repeat.
+func (pl *pipelineSim) steady() stepSim { return pl.steps[len(pl.steps)-1] }
+
+// repeats is how many steps repeat the steady one.
+func (pl *pipelineSim) repeats() int { return pl.req.Steps - len(pl.steps) }
 
 func (pl *pipelineSim) batched() bool {
 	return pl.req.cfg() && pl.run.CFG != residency.CFGSequential
@@ -269,14 +283,13 @@ func (pl *pipelineSim) uploadContexts() {
 	}
 }
 
-// denoise simulates two steps (the first pays the first loads, the second
-// is the steady state) and extrapolates to the request's steps.
+// denoise simulates the first steps, until the steady state (two, three
+// from a disk tier), and extrapolates to the request's steps.
 func (pl *pipelineSim) denoise() {
 	s, tr := pl.s, pl.s.byName[Transformer]
 	pl.window()
 	defer pl.endWindow(1)
 	pl.uploadContexts()
-	pl.steps = min(pl.req.Steps, 2)
 	c, f, h, w := pl.req.latent(pl.p)
 	passes, batch := 1, pl.req.Batch
 	switch {
@@ -285,10 +298,17 @@ func (pl *pipelineSim) denoise() {
 	case pl.req.cfg():
 		passes = 2
 	}
-	var before compStats
-	for step := range pl.steps {
+	// Step 2 is the steady state, where the first step's loads are done
+	// and what the run keeps is kept; but from a disk tier the executor
+	// drops a block's pages after its second load, so step 3's reads go
+	// to the disk again, as every later step's do.
+	n := 2
+	if tr.plan.FromDisk() {
+		n = 3
+	}
+	var before compStats // the first step's stats include the contexts' upload
+	for range min(pl.req.Steps, n) {
 		t0 := s.now
-		before = tr.stats
 		for range passes {
 			r := &recorder{ids: pl.id}
 			lat := r.alloc(f32(batch, c, f, h, w))
@@ -298,21 +318,18 @@ func (pl *pipelineSim) denoise() {
 			s.runPass(tr, wanPass(pl.p, pl.req, pl.run, batch, pl.id))
 			s.apply(event{id: lat}, tr.acts)
 		}
-		if step == 0 {
-			pl.tStep1, pl.step1 = s.now-t0, tr.stats
-		} else {
-			pl.tStep2, pl.step2 = s.now-t0, tr.stats.minus(before)
-		}
+		pl.steps = append(pl.steps, stepSim{t: s.now - t0, st: tr.stats.minus(before)})
+		before = tr.stats
 	}
 	t0 := s.now
 	s.done(tr)
 	for _, id := range pl.contexts {
 		s.apply(event{id: id}, tr.acts)
 	}
-	if pl.steps == 1 {
-		pl.tStep2, pl.step2 = pl.tStep1, pl.step1
+	for _, st := range pl.steps {
+		pl.tDenoise += st.t
 	}
-	pl.tDenoise = pl.tStep1 + float64(pl.req.Steps-1)*pl.tStep2 + (s.now - t0)
+	pl.tDenoise += float64(pl.repeats())*pl.steady().t + (s.now - t0)
 }
 
 // decode simulates model/wanvae's Decode (or DecodeTiled): the pipeline
@@ -487,7 +504,7 @@ func (d *direct) blend(t int, edge, whole int64) int {
 }
 
 // fill writes the simulation's figures into pred, extrapolating the
-// transformer's two simulated steps to all of them.
+// transformer's simulated steps to all of them.
 func (pl *pipelineSim) fill(pred *Prediction) {
 	s := pl.s
 	pred.PeakDeviceBytes = s.dev.PeakAllocated
@@ -503,8 +520,8 @@ func (pl *pipelineSim) fill(pred *Prediction) {
 	}
 	for _, cs := range s.comps {
 		st := cs.stats
-		if cs.name == Transformer && pl.req.Steps > pl.steps {
-			st = st.plus(pl.step2, pl.req.Steps-pl.steps)
+		if cs.name == Transformer && pl.repeats() > 0 {
+			st = st.plus(pl.steady().st, pl.repeats())
 		}
 		pen := penalty(st)
 		prof := pl.p.Component(cs.name)
@@ -526,10 +543,14 @@ func (pl *pipelineSim) fill(pred *Prediction) {
 		pred.Components = append(pred.Components, cp)
 	}
 	pred.TextEncoderS = pl.tText + penalty(s.byName[TextEncoder].stats)
-	stepPen := penalty(pl.step2)
-	pred.StepS = pl.tStep2 + stepPen
-	pred.FirstStepS = pl.tStep1 + penalty(pl.step1)
-	pred.DenoiseS = pl.tDenoise + penalty(pl.step1) + float64(pl.req.Steps-1)*stepPen
+	steady := pl.steady()
+	stepPen := penalty(steady.st)
+	pred.StepS = steady.t + stepPen
+	pred.FirstStepS = pl.steps[0].t + penalty(pl.steps[0].st)
+	pred.DenoiseS = pl.tDenoise + float64(pl.repeats())*stepPen
+	for _, st := range pl.steps {
+		pred.DenoiseS += penalty(st.st)
+	}
 	pred.VAES = pl.tVAE + penalty(s.byName[VAE].stats)
 	pred.TotalS = pred.TextEncoderS + pred.DenoiseS + pred.VAES
 }
