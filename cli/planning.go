@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"ferry/backend/cpu"
 	"flag"
 	"fmt"
 	"strings"
@@ -84,7 +85,7 @@ func planningBudgets(device, host int64) planner.Budgets {
 		host = max(m.Total-device-1<<30, 1<<30)
 	}
 	return planner.Budgets{DeviceBytes: device, HostBytes: host, RSSBytes: m.Total, FreeBytes: m.Free, CacheBytes: m.FileCache,
-		FragmentedBytes: m.Fragmented}
+		FragmentedBytes: cpu.FragmentedFree()}
 }
 
 // planned is a plan with its prediction.

@@ -276,16 +276,10 @@ func measureUpload(be *cpu.Backend, sz sizes, src dtype.DType) float64 {
 func measureFirstTouch(sz sizes) (cold, warm float64) {
 	time.Sleep(sz.settle)
 	dev := cpu.NewDevice(0)
-	ops := tensor.NewOps(cpu.New(dev, gemm.Naive{}))
 	defer dev.EmptyCache()
-	touch := func() float64 {
-		t := ops.Empty(dtype.F32, int(sz.touchBytes/4))
-		defer t.Free()
-		return touchCost(t.F32())
-	}
-	cold = touch()
+	cold = touchFresh(dev, sz.touchBytes)
 	dev.EmptyCache()
-	warm = min(touch(), cold)
+	warm = min(touchFresh(dev, sz.touchBytes), cold)
 	return cold, warm
 }
 
@@ -302,7 +296,13 @@ func measureFragmentTouch(sz sizes) float64 {
 	dev := cpu.NewDevice(0)
 	dev.SmallPagesFirst(cpu.FragmentedFree)
 	defer dev.EmptyCache()
-	t := tensor.NewOps(cpu.New(dev, gemm.Naive{})).Empty(dtype.F32, int(n/4))
+	return touchFresh(dev, n)
+}
+
+// touchFresh allocates bytes on dev, times their first touch (touchCost)
+// and frees them, leaving the segment in dev's cache.
+func touchFresh(dev *cpu.Device, bytes int64) float64 {
+	t := tensor.NewOps(cpu.New(dev, gemm.Naive{})).Empty(dtype.F32, int(bytes/4))
 	defer t.Free()
 	return touchCost(t.F32())
 }

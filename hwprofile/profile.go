@@ -23,7 +23,6 @@ import (
 	"sort"
 	"strings"
 
-	"ferry/backend/cpu"
 	"ferry/backend/cpu/gemm"
 )
 
@@ -260,18 +259,15 @@ type Memory struct {
 	// FileCache is the page cache the kernel can evict: the file pages on
 	// its LRU lists (Active(file) + Inactive(file)).
 	FileCache int64
-	// Fragmented is the free memory in blocks smaller than a huge page
-	// (cpu.FragmentedFree, from /proc/buddyinfo).
-	Fragmented int64
 }
 
-// ReadMemory reads /proc/meminfo once, and /proc/buddyinfo.
+// ReadMemory reads /proc/meminfo once.
 func ReadMemory() Memory {
 	data, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		return Memory{}
 	}
-	m := Memory{Fragmented: cpu.FragmentedFree()}
+	var m Memory
 	for _, line := range strings.Split(string(data), "\n") {
 		key, rest, ok := strings.Cut(line, ":")
 		if !ok {

@@ -603,24 +603,23 @@ func TestTouchPastFreeMemory(t *testing.T) {
 	hw.FirstTouchUsPerPage, hw.ReclaimTouchUsPerPage = 1, 10
 	hw.DiskGBps, hw.PageCacheGBps = 1, 100
 	const page = pageSize
-	us := func(pages float64) float64 { return pages * 1e-6 }
 
 	s := newSim(hw, Budgets{FreeBytes: 100 * page})
-	if got, want := s.touchTime(60*page, 0), us(60); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(60*page, 0), touchSeconds(60*page, 1); math.Abs(got-want) > 1e-12 {
 		t.Errorf("60 pages of 100 free: %.3g s, want %.3g", got, want)
 	}
-	if got, want := s.touchTime(60*page, 0), us(40+20*10); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(60*page, 0), touchSeconds(40*page, 1)+touchSeconds(20*page, 10); math.Abs(got-want) > 1e-12 {
 		t.Errorf("60 more pages with 40 free: %.3g s, want %.3g", got, want)
 	}
 
 	s = newSim(hw, Budgets{FreeBytes: 100 * page})
 	s.readTime(&simBlock{comp: &simComp{unread: 120 * page, cachedUnread: 60 * page}, rawBytes: 120 * page}, 0) // 60 pages from disk
-	if got, want := s.touchTime(60*page, 0), us(40+20*10); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(60*page, 0), touchSeconds(40*page, 1)+touchSeconds(20*page, 10); math.Abs(got-want) > 1e-12 {
 		t.Errorf("after reading 60 uncached pages, 60 fresh: %.3g s, want %.3g", got, want)
 	}
 
 	s = newSim(hw, Budgets{})
-	if got, want := s.touchTime(1000*page, 0), us(1000); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(1000*page, 0), touchSeconds(1000*page, 1); math.Abs(got-want) > 1e-12 {
 		t.Errorf("free memory unknown: %.3g s, want %.3g", got, want)
 	}
 }
@@ -633,9 +632,8 @@ func TestTouchWarmAfterUnmap(t *testing.T) {
 	hw.FirstTouchUsPerPage, hw.WarmTouchUsPerPage = 10, 1
 	const seg = 4 << 20 // a large segment of its own
 	s := newSim(hw, Budgets{DeviceBytes: seg})
-	us := func(bytes int64, rate float64) float64 { return float64(bytes) / pageSize * rate * 1e-6 }
 	a := s.dev.alloc(seg)
-	if got, want := s.touchTime(s.dev.Mapped, 0), us(seg, 10); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(s.dev.Mapped, 0), touchSeconds(seg, 10); math.Abs(got-want) > 1e-12 {
 		t.Fatalf("first mapping: %.4gs, want %.4gs", got, want)
 	}
 	s.dev.release(a)
@@ -643,10 +641,10 @@ func TestTouchWarmAfterUnmap(t *testing.T) {
 	if s.dev.alloc(seg/2) == nil { // another size class: the cached segment is unmapped for it
 		t.Fatal("allocation under the budget failed")
 	}
-	if got, want := s.touchTime(s.dev.Mapped-mapped, 0), us(s.dev.Mapped-mapped, 1); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(s.dev.Mapped-mapped, 0), touchSeconds(s.dev.Mapped-mapped, 1); math.Abs(got-want) > 1e-12 {
 		t.Errorf("mapping again after an unmap: %.4gs, want %.4gs (warm)", got, want)
 	}
-	if got, want := s.touchTime(seg, 0), us(seg/2, 1)+us(seg/2, 10); len(s.warm) != 0 || math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(seg, 0), touchSeconds(seg/2, 1)+touchSeconds(seg/2, 10); len(s.warm) != 0 || math.Abs(got-want) > 1e-12 {
 		t.Errorf("past what was given back: %.4gs, want %.4gs (half warm, half cold); %v warm left", got, want, s.warm)
 	}
 }
@@ -708,24 +706,23 @@ func TestDroppedPagesAreWarm(t *testing.T) {
 	hw.FirstTouchUsPerPage, hw.WarmTouchUsPerPage = 10, 1
 	hw.DiskGBps, hw.PageCacheGBps = 1, 100
 	const page = pageSize
-	us := func(pages float64) float64 { return pages * 1e-6 }
 	s := newSim(hw, Budgets{FreeBytes: 1000 * page})
 	c := &simComp{plan: residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierDisk}, unread: 100 * page}
 	x := &simBlock{comp: c, rawBytes: 100 * page}
 
 	s.readTime(x, 0) // the first load keeps its pages
-	if got, want := s.touchTime(50*page, 1), us(50*10); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(50*page, 1), touchSeconds(50*page, 10); math.Abs(got-want) > 1e-12 {
 		t.Errorf("after a first read: %.4gs, want %.4gs (cold)", got, want)
 	}
 	at := 2 + s.readTime(x, 2) // the second drops them when it is done
-	if got, want := s.touchTime(60*page, at), us(60*1); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(60*page, at), touchSeconds(60*page, 1); math.Abs(got-want) > 1e-12 {
 		t.Errorf("after a second read: %.4gs, want %.4gs (warm)", got, want)
 	}
-	if got, want := s.touchTime(60*page, at+1), us(40*1+20*10); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(60*page, at+1), touchSeconds(40*page, 1)+touchSeconds(20*page, 10); math.Abs(got-want) > 1e-12 {
 		t.Errorf("past what it dropped: %.4gs, want %.4gs (40 pages warm, 20 cold)", got, want)
 	}
 	at = 10 + s.readTime(x, 10)
-	if got, want := s.touchTime(10*page, at+warmLife+1), us(10*10); math.Abs(got-want) > 1e-12 {
+	if got, want := s.touchTime(10*page, at+warmLife+1), touchSeconds(10*page, 10); math.Abs(got-want) > 1e-12 {
 		t.Errorf("%gs after a drop: %.4gs, want %.4gs (cold again)", warmLife+1, got, want)
 	}
 }
@@ -771,7 +768,6 @@ func TestFragmentsFirst(t *testing.T) {
 	const mib = 1 << 20
 	hw := hwprofile.Default()
 	hw.FirstTouchUsPerPage, hw.WarmTouchUsPerPage, hw.FragmentTouchUsPerPage = 10, 0.5, 1
-	us := func(bytes int64, rate float64) float64 { return float64(bytes) / pageSize * rate * 1e-6 }
 	touch := func(s *sim, n int64) (float64, *mblock) {
 		mapped := s.dev.Mapped
 		b := s.dev.alloc(n)
@@ -782,24 +778,29 @@ func TestFragmentsFirst(t *testing.T) {
 	}
 	s := newSim(hw, Budgets{FragmentedBytes: 100 * mib})
 	got, a := touch(s, 64*mib)
-	if want := us(64*mib, 1); math.Abs(got-want) > 1e-12 {
+	if want := touchSeconds(64*mib, 1); math.Abs(got-want) > 1e-12 {
 		t.Errorf("64 MiB in 100 MiB of fragments: %.4gs, want %.4gs (fragment rate)", got, want)
 	}
-	if got, _ := touch(s, 32*mib); math.Abs(got-us(32*mib, 10)) > 1e-12 {
-		t.Errorf("32 MiB past the fragments (36 MiB left, 16 of them the margin): %.4gs, want %.4gs (cold)", got, us(32*mib, 10))
+	if got, _ := touch(s, 32*mib); math.Abs(got-touchSeconds(32*mib, 10)) > 1e-12 {
+		t.Errorf("32 MiB past the fragments (36 MiB left, 16 of them the margin): %.4gs, want %.4gs (cold)", got, touchSeconds(32*mib, 10))
 	}
 	s.dev.release(a)
 	s.dev.releaseEmpty()
 	if len(s.warm) != 0 || s.frag != 100*mib {
 		t.Errorf("after unmapping the fragment segment: %d bytes of fragments, %v warm; want 100 MiB and none", s.frag, s.warm)
 	}
-	if got, _ := touch(s, 48*mib); math.Abs(got-us(48*mib, 1)) > 1e-12 {
-		t.Errorf("48 MiB after it was given back: %.4gs, want %.4gs (fragment rate)", got, us(48*mib, 1))
+	if got, _ := touch(s, 48*mib); math.Abs(got-touchSeconds(48*mib, 1)) > 1e-12 {
+		t.Errorf("48 MiB after it was given back: %.4gs, want %.4gs (fragment rate)", got, touchSeconds(48*mib, 1))
 	}
 
 	hw.FragmentTouchUsPerPage = 6 // not cheaper by half: huge pages
 	s = newSim(hw, Budgets{FragmentedBytes: 100 * mib})
-	if got, _ := touch(s, 64*mib); math.Abs(got-us(64*mib, 10)) > 1e-12 {
-		t.Errorf("fragments not cheaper by half: %.4gs, want %.4gs (cold)", got, us(64*mib, 10))
+	if got, _ := touch(s, 64*mib); math.Abs(got-touchSeconds(64*mib, 10)) > 1e-12 {
+		t.Errorf("fragments not cheaper by half: %.4gs, want %.4gs (cold)", got, touchSeconds(64*mib, 10))
 	}
+}
+
+// touchSeconds is the first touch of bytes at usPerPage µs per 4 KiB page.
+func touchSeconds(bytes int64, usPerPage float64) float64 {
+	return float64(bytes) / pageSize * usPerPage * 1e-6
 }
