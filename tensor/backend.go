@@ -81,6 +81,43 @@ type Backend interface {
 	// Upsample repeats each element scale[i] times along trailing dim i
 	// (nearest neighbour on the last len(scale) dims).
 	Upsample(dst, x *Tensor, scale []int) error
+
+	// Backward kernels (training). Each takes the gradient dy of its
+	// forward op's output and writes the gradient of the forward's input
+	// into dx (=); gradients of weights (dw, db) are accumulated (+=), so
+	// that a weight used by several samples, chunks or micro-batches sums
+	// its gradients in place. A nil gradient destination is not computed.
+	// All are float32 and dense (packed weights are refused).
+
+	// LinearBackward, for y = x·wᵀ + b with x [..., K], w [N, K]:
+	// dx = dy·w, dw += dyᵀ·x (rows of every leading dim), db += Σ dy.
+	LinearBackward(dx, dw, db, dy, x, w *Tensor) error
+	// LayerNormBackward over the last dimension (the forward's eps; w and
+	// its gradients may be nil): dx = ∂L/∂x, dw += Σ dy·x̂, db += Σ dy.
+	LayerNormBackward(dx, dw, db, dy, x, w *Tensor, eps float32) error
+	// RMSNormBackward over the last dimension: dx = ∂L/∂x, dw += Σ dy·x/rms.
+	RMSNormBackward(dx, dw, dy, x, w *Tensor, eps float32) error
+	// UnaryBackward: dx = dy · f′(x) for the op's f at the forward's input
+	// x; dx may alias dy.
+	UnaryBackward(dx, dy, x *Tensor, op UnaryOp) error
+	// RopeBackward: the transpose of Rope's rotation (each pair rotated by
+	// the negative angle), with the forward's tables.
+	RopeBackward(dx, dy, cos, sin *Tensor) error
+	// AttentionLSE is Attention without bias that also writes, for every
+	// query row, the log-sum-exp of its scaled scores into lse
+	// [B, H, Lq] (float32): what AttentionBackward recomputes the
+	// probabilities from.
+	AttentionLSE(dst, lse, q, k, v *Tensor, scale float32) error
+	// AttentionBackward: dq, dk, dv (written; [B, L, H, D] like q, k, v)
+	// from dout, the forward's q, k, v, its output out and lse. It
+	// recomputes the probabilities tile by tile from lse, as FlashAttention's
+	// backward does: the [Lq, Lk] matrix never exists for the whole
+	// sequence in either direction.
+	AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *Tensor, scale float32) error
+	// SumTo: dst = a summed over the dimensions along which dst broadcasts
+	// to a (dst's shape, right-aligned, has 1 or is missing there): the
+	// gradient of a broadcast operand of Add or Mul.
+	SumTo(dst, a *Tensor) error
 }
 
 // UnaryOp selects an elementwise function.

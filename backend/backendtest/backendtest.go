@@ -67,6 +67,8 @@ func Run(t *testing.T, newBackend func(capacity int64) tensor.Backend) {
 		{"Rope", testRope},
 		{"Embedding", testEmbedding},
 		{"Conv", testConv},
+		{"Backward", testBackward},
+		{"AttentionBackward", testAttentionBackward},
 		{"BadShapes", testBadShapes},
 	}
 	for _, g := range groups {

@@ -140,20 +140,20 @@ func (m *Model) embedForward(ops *tensor.Ops, p *pass, latents *tensor.Tensor, t
 	// WanTimeTextImageEmbedding: temb = time_embedder(sinusoid(t));
 	// timestep_proj = time_proj(silu(temb)), unflattened to [B, 6, dim].
 	freq := ops.Upload(timestepEmbedding(timesteps, c.FreqDim), p.batch, c.FreqDim)
-	h := ops.Linear(freq, w.Time1.W, w.Time1.B)
+	h := project(ops, freq, w.Time1)
 	freq.Free()
 	ops.UnaryInPlace(h, tensor.SiLU)
-	p.temb = ops.Linear(h, w.Time2.W, w.Time2.B)
+	p.temb = project(ops, h, w.Time2)
 	h.Free()
 	a := ops.Unary(p.temb, tensor.SiLU)
-	p.mods = ops.Linear(a, w.TimeProj.W, w.TimeProj.B)
+	p.mods = project(ops, a, w.TimeProj)
 	a.Free()
 	reshape(ops, p.mods, p.batch, 6, dim)
 
 	// PixArtAlphaTextProjection: linear_2(gelu_tanh(linear_1(context))).
-	t := ops.Linear(context, w.Text1.W, w.Text1.B)
+	t := project(ops, context, w.Text1)
 	ops.UnaryInPlace(t, tensor.GELUTanh)
-	p.text = ops.Linear(t, w.Text2.W, w.Text2.B)
+	p.text = project(ops, t, w.Text2)
 	t.Free()
 }
 
@@ -247,7 +247,7 @@ func (m *Model) crossAttention(ops *tensor.Ops, w *attention, x, text *tensor.Te
 // when norm is given (rms_norm_across_heads: before the heads are split),
 // and returns [B, L, heads, head_dim].
 func (m *Model) headsOf(ops *tensor.Ops, x *tensor.Tensor, proj linear, norm *tensor.Tensor) *tensor.Tensor {
-	y := ops.Linear(x, proj.W, proj.B)
+	y := project(ops, x, proj)
 	if norm != nil {
 		n := ops.RMSNorm(y, norm, float32(m.cfg.Eps))
 		y.Free()
@@ -264,7 +264,7 @@ func (m *Model) attend(ops *tensor.Ops, w *attention, q, k, v *tensor.Tensor) *t
 	o := ops.Attention(q, k, v, nil, scale)
 	tensor.Free(q, k, v)
 	reshape(ops, o, o.Dim(0), o.Dim(1), m.cfg.InnerDim())
-	out := ops.Linear(o, w.Out.W, w.Out.B)
+	out := project(ops, o, w.Out)
 	o.Free()
 	return out
 }
@@ -307,10 +307,10 @@ func sampleOf(ops *tensor.Ops, t *tensor.Tensor, b int) *tensor.Tensor {
 // ffnRows is the gated feed-forward over h [b, n, dim], in place.
 func (m *Model) ffnRows(ops *tensor.Ops, c *blockWeights, h, shift, onePlusScale, gate *tensor.Tensor) {
 	x := modulate(ops, h, shift, onePlusScale, float32(m.cfg.Eps))
-	a := ops.Linear(x, c.FF1.W, c.FF1.B)
+	a := project(ops, x, c.FF1)
 	x.Free()
 	ops.UnaryInPlace(a, tensor.GELUTanh)
-	y := ops.Linear(a, c.FF2.W, c.FF2.B)
+	y := project(ops, a, c.FF2)
 	a.Free()
 	ops.MulInPlace(y, gate)
 	ops.AddInPlace(h, y)
@@ -328,7 +328,7 @@ func (m *Model) outForward(ops *tensor.Ops, p *pass) *tensor.Tensor {
 	shift, scale := parts[0], parts[1]
 	ops.AffineInPlace(scale, 1, 1)
 	x := modulate(ops, p.hidden, shift, scale, float32(m.cfg.Eps))
-	y := ops.Linear(x, w.Proj.W, w.Proj.B)
+	y := project(ops, x, w.Proj)
 	x.Free()
 	return m.unpatchify(ops, y, p)
 }

@@ -37,6 +37,9 @@ type Model struct {
 type linear struct {
 	W *tensor.Tensor `w:"weight,matrix"`
 	B *tensor.Tensor `w:"bias"`
+	// lora are the adapters applied on top (SetLoRA); the executor never
+	// binds them.
+	lora []LoRA
 }
 
 // affine is a LayerNorm's weight and bias.
