@@ -212,14 +212,20 @@ func TestTimestepEmbedding(t *testing.T) {
 }
 
 func TestRopeSplit(t *testing.T) {
+	// Channels per axis: diffusers 0.40.0 splits at the construction
+	// widths D−2·2⌊D/6⌋, 2⌊D/6⌋, 2⌊D/6⌋ (older versions split at
+	// D−2⌊D/3⌋, ⌊D/3⌋, ⌊D/3⌋, which differs when D ≡ 4 mod 6).
 	tests := []struct {
 		headDim int
-		split   [3]int // channels per axis in the forward split
-		built   [3]int // per-axis table widths at construction
+		split   [3]int
 	}{
-		{128, [3]int{44, 42, 42}, [3]int{44, 42, 42}},
-		{20, [3]int{8, 6, 6}, [3]int{8, 6, 6}},
-		{10, [3]int{4, 3, 3}, [3]int{6, 2, 2}}, // the two splits disagree
+		{128, [3]int{44, 42, 42}},
+		{20, [3]int{8, 6, 6}},
+		{26, [3]int{10, 8, 8}},
+		{10, [3]int{6, 2, 2}},  // older split: 4/3/3
+		{16, [3]int{8, 4, 4}},  // older split: 6/5/5
+		{22, [3]int{10, 6, 6}}, // older split: 8/7/7
+		{28, [3]int{12, 8, 8}}, // older split: 10/9/9
 	}
 	for _, tt := range tests {
 		c := defaults()
@@ -235,25 +241,64 @@ func TestRopeSplit(t *testing.T) {
 		if n != tt.split {
 			t.Errorf("head dim %d: split %v, want %v", tt.headDim, n, tt.split)
 		}
-		// Every per-axis table starts with a pair turning 1 radian a step,
-		// and its last pair turns by 1/θ^((w-2)/w).
-		start := 0
-		for _, w := range tt.built {
-			last := 1 / math.Pow(ropeTheta, float64(w-2)/float64(w))
-			if g.freq[start] != 1 || g.freq[start+1] != 1 || g.freq[start+w-1] != last {
-				t.Errorf("head dim %d: table at channel %d has frequencies %v", tt.headDim, start, g.freq[start:start+w])
+	}
+}
+
+// TestRopeFreqsFollowDiffusers040 derives WanRotaryPosEmbed's tables the
+// way diffusers 0.40.0 computes them, independently of ropeGrid: one
+// get_1d_rotary_pos_embed table per axis (rows = positions, frequencies
+// repeated per pair), concatenated, split at the same widths, and each
+// token reading its frame's, row's and column's part. It covers head
+// sizes where the older split disagrees.
+func TestRopeFreqsFollowDiffusers040(t *testing.T) {
+	const frames, height, width = 3, 6, 8 // latent sizes; patch (1, 2, 2)
+	for _, d := range []int{10, 16, 20, 22, 24, 26, 28, 128} {
+		c := defaults()
+		c.AttentionHeadDim = d
+		cos, sin, err := c.RopeFreqs(frames, height, width)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hw := 2 * (d / 6)
+		widths := [3]int{d - 2*hw, hw, hw}
+		// axisTable[a][p] is the [width_a] row of get_1d_rotary_pos_embed
+		// for position p: angle p / θ^(2i/width_a) for pair i.
+		axisAngles := func(a, p int) []float64 {
+			row := make([]float64, widths[a])
+			for ch := range row {
+				i := ch / 2
+				row[ch] = float64(p) / math.Pow(ropeTheta, float64(2*i)/float64(widths[a]))
 			}
-			start += w
+			return row
+		}
+		grid := [3]int{frames, height / 2, width / 2}
+		tok := 0
+		for f := range grid[0] {
+			for h := range grid[1] {
+				for w := range grid[2] {
+					var want []float64
+					for a, pos := range [3]int{f, h, w} {
+						want = append(want, axisAngles(a, pos)...)
+					}
+					for ch, ang := range want {
+						gc, gs := cos[tok*d+ch], sin[tok*d+ch]
+						if math.Abs(gc-math.Cos(ang)) > 1e-15 || math.Abs(gs-math.Sin(ang)) > 1e-15 {
+							t.Fatalf("head dim %d, token (%d,%d,%d), channel %d: cos %v sin %v, want %v %v",
+								d, f, h, w, ch, gc, gs, math.Cos(ang), math.Sin(ang))
+						}
+					}
+					tok++
+				}
+			}
 		}
 	}
 }
 
 // TestRopeHalvesFollowReference checks the [L, D/2] tables against the full
 // ones the way apply_rotary_emb reads them (cos of even, sin of odd
-// channels), including a head size where the construction split (t=6,
-// h=w=2) and the forward split (4/3/3) disagree.
+// channels), including head sizes where older diffusers split otherwise.
 func TestRopeHalvesFollowReference(t *testing.T) {
-	for _, d := range []int{20, 10} {
+	for _, d := range []int{20, 10, 16} {
 		c := defaults()
 		c.AttentionHeadDim = d
 		g, err := c.newRopeGrid(3, 6, 8)

@@ -148,9 +148,11 @@ func refForward(cfg Config, w map[string][]float32, x []float32, xs []int, ts []
 	return out
 }
 
-// refRope builds WanRotaryPosEmbed's [L][D] cos and sin as the reference
-// does: per-axis tables concatenated by column at construction, split
-// again at D-2⌊D/3⌋, ⌊D/3⌋, ⌊D/3⌋ and indexed by frame, row, column.
+// refRope builds WanRotaryPosEmbed's [L][D] cos and sin as diffusers
+// 0.40.0 does: per-axis tables of widths t, h, w = D−2·2⌊D/6⌋, 2⌊D/6⌋,
+// 2⌊D/6⌋ concatenated by column at construction, split again at the same
+// widths (self.t_dim, self.h_dim, self.w_dim) and indexed by frame, row,
+// column.
 func refRope(cfg Config, n [3]int) (cos, sin [][]float64) {
 	d := cfg.AttentionHeadDim
 	hw := 2 * (d / 6)
@@ -165,7 +167,7 @@ func refRope(cfg Config, n [3]int) (cos, sin [][]float64) {
 			}
 		}
 	}
-	split := []int{d - 2*(d/3), d / 3, d / 3}
+	split := []int{d - 2*hw, hw, hw}
 	for f := range n[0] {
 		for r := range n[1] {
 			for c := range n[2] {
@@ -293,7 +295,7 @@ func refGELUTanh(x float64) float64 {
 
 // TestForwardMatchesReference covers what the goldens do not: real head
 // width 128 (RoPE split 44/42/42), a head width whose two RoPE splits
-// disagree, a temporal patch, no cross-attention norm, several output
+// split differently in older diffusers, a temporal patch, no cross-attention norm, several output
 // channels per patch. Tolerance: the goldens' 1e-4.
 func TestForwardMatchesReference(t *testing.T) {
 	tests := []struct {
@@ -307,9 +309,13 @@ func TestForwardMatchesReference(t *testing.T) {
 			c.NumAttentionHeads, c.AttentionHeadDim = 1, 128
 			c.PatchSize, c.CrossAttnNorm, c.InChannels, c.OutChannels = [3]int{2, 1, 2}, false, 4, 3
 		}, []int{2, 4, 4, 3, 4}, 5},
-		{"head 10: RoPE splits disagree", func(c *Config) {
+		{"head 10: older diffusers split RoPE 4/3/3", func(c *Config) {
 			c.NumAttentionHeads, c.AttentionHeadDim, c.NumLayers = 3, 10, 1
 		}, []int{1, 16, 2, 4, 6}, 7},
+		{"head 16, 5 heads, patch (2,1,2): older split 6/5/5", func(c *Config) {
+			c.NumAttentionHeads, c.AttentionHeadDim, c.NumLayers = 5, 16, 1
+			c.PatchSize = [3]int{2, 1, 2}
+		}, []int{2, 16, 4, 3, 4}, 6},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

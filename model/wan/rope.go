@@ -12,17 +12,19 @@ const ropeTheta = 10000.0
 // grid and, for every channel of a head, the angle frequency it rotates by
 // and which axis (frame, row, column) supplies the position.
 //
-// The reference builds its table in two steps that need not agree. At
-// construction it concatenates per-axis tables of widths t, h, w =
-// D−2·2⌊D/6⌋, 2⌊D/6⌋, 2⌊D/6⌋ (channel pairs repeated, frequencies
-// 1/θ^(2i/width) per axis); at forward it splits that concatenation at
-// D−2⌊D/3⌋, ⌊D/3⌋, ⌊D/3⌋ and indexes the parts by frame, row and column.
-// For every real head size (128: 44/42/42; 20: 8/6/6) the two splits
-// coincide; keeping them separate reproduces the reference for any size.
+// diffusers 0.40.0 builds per-axis tables of widths t, h, w =
+// D−2·2⌊D/6⌋, 2⌊D/6⌋, 2⌊D/6⌋ channels (self.t_dim, self.h_dim,
+// self.w_dim; frequencies 1/θ^(2i/width) per axis, each repeated for the
+// two channels of a pair), concatenates them, and in forward splits the
+// concatenation at those same widths to index the parts by frame, row and
+// column. (Older diffusers split at D−2⌊D/3⌋, ⌊D/3⌋, ⌊D/3⌋ instead, which
+// differs whenever 2⌊D/6⌋ ≠ ⌊D/3⌋, e.g. D = 16, 20, 26; the original Wan
+// code splits pairs as diffusers 0.40.0 does.) Every width is even, so a
+// pair never straddles two axes.
 type ropeGrid struct {
 	n    [3]int    // tokens along frames, rows, columns
-	axis []int     // per channel: 0, 1 or 2 (the forward split)
-	freq []float64 // per channel: angle per position step (the construction split)
+	axis []int     // per channel: 0, 1 or 2
+	freq []float64 // per channel: angle per position step
 }
 
 // newRopeGrid describes the RoPE of a latent of frames×height×width
@@ -39,18 +41,11 @@ func (c Config) newRopeGrid(frames, height, width int) (ropeGrid, error) {
 	hw := 2 * (d / 6)
 	g := ropeGrid{n: n, axis: make([]int, d), freq: make([]float64, d)}
 	col := 0
-	for _, width := range []int{d - 2*hw, hw, hw} {
+	for a, width := range []int{d - 2*hw, hw, hw} {
 		for j := range width {
 			// get_1d_rotary_pos_embed: 1/θ^(arange(0, dim, 2)/dim) in
 			// float64, each frequency repeated for the two channels of a pair.
 			g.freq[col] = 1 / math.Pow(ropeTheta, float64(j/2*2)/float64(width))
-			col++
-		}
-	}
-	split := [3]int{d - 2*(d/3), d / 3, d / 3}
-	col = 0
-	for a, width := range split {
-		for range width {
 			g.axis[col] = a
 			col++
 		}
