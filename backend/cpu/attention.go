@@ -67,6 +67,7 @@ func getAttnScratch(d, tk, qLen int) *attnScratch {
 type attnProblem struct {
 	q, k, v, out  []float32
 	bias          []float32
+	lse           []float32 // [B, H, Lq] log-sum-exp per query row (AttentionLSE), or nil
 	b, lq, lk     int
 	heads, d      int
 	scale         float32
@@ -82,22 +83,29 @@ func (be *Backend) Attention(dst, q, k, v, bias *tensor.Tensor, scale float32) e
 	if err != nil || len(p.out) == 0 {
 		return err
 	}
+	return be.attention(&p)
+}
+
+// attention runs a planned Attention (AttentionLSE's too: with p.lse set
+// the tiles also store each query row's log-sum-exp).
+func (be *Backend) attention(p *attnProblem) error {
 	if p.lk == 0 {
 		// Softmax over no keys is undefined, as in PyTorch.
 		fillT(be.pool, p.out, float32(math.NaN()))
+		fillT(be.pool, p.lse, float32(math.Inf(-1))) // log of an empty sum
 		return nil
 	}
 	if tp, ok := be.tiles.(gemm.TilePacker); ok && p.bias == nil {
-		th := newTransposedLayout(&p, tp)
-		return be.attentionPacked(&p, th.tk, th.qLen, func() headRunner { return newTransposedHead(th) })
+		th := newTransposedLayout(p, tp)
+		return be.attentionPacked(p, th.tk, th.qLen, func() headRunner { return newTransposedHead(th) })
 	}
 	if pk, ok := be.tiles.(gemm.PanelPacker); ok {
 		nr := pk.PanelWidth()
 		tk := max(nr, attnTileK/nr*nr) // key tiles start on panel boundaries
-		return be.attentionPacked(&p, tk, 0, func() headRunner { return newHeadPack(&p, pk, tk) })
+		return be.attentionPacked(p, tk, 0, func() headRunner { return newHeadPack(p, pk, tk) })
 	}
 	items := p.b * p.heads * p.tilesPerQuery
-	mul := plainProducts{g: be.tiles, p: &p}
+	mul := plainProducts{g: be.tiles, p: p}
 	be.pool.For(items, 1, func(lo, hi int) {
 		sc := getAttnScratch(p.d, attnTileK, 0)
 		for it := lo; it < hi; it++ {
@@ -355,7 +363,21 @@ func (p *attnProblem) tile(sc *attnScratch, mul tileProducts, b, h, qt, tk int) 
 		onlineSoftmax(s, o, nk, p.d, m, l, sc.mx[:mq], sc.cor[:mq])
 		mul.accumulate(o, s, b, h, mq, k0, nk)
 	}
+	p.storeLSE(m, l, b*p.heads+h, q0)
 	p.store(o, l, qOff)
+}
+
+// storeLSE writes m + log(l), the log-sum-exp of the scaled scores, for
+// the query rows of a tile starting at row q0 of head bh (batch bh/H,
+// head bh%H), when the caller asked for it (AttentionLSE).
+func (p *attnProblem) storeLSE(m, l []float32, bh, q0 int) {
+	if p.lse == nil {
+		return
+	}
+	dst := p.lse[bh*p.lq+q0:][:len(m)]
+	for i, mi := range m {
+		dst[i] = mi + float32(math.Log(float64(l[i])))
+	}
 }
 
 // store divides the accumulated output rows o of a query tile by their

@@ -91,6 +91,7 @@ func (th *transposedHead) tile(sc *attnScratch, bh, qt int) {
 		onlineSoftmaxColumns(s, o, p.d, m, l, sc.mx[:mq], sc.cor[:mq], sc.sum[:mq])
 		_ = th.tp.SgemmPacked(true, mq, 1, s, mq, th.v[k0/th.tk], 1, o, p.d)
 	}
+	p.storeLSE(m, l, bh, q0)
 	p.store(o, l, qOff)
 }
 

@@ -1,0 +1,29 @@
+package cpu
+
+func init() {
+	if !hasAVX512 {
+		return
+	}
+	scoreGrads = func(dp, pt, dd []float32) {
+		cols := len(dd)
+		if cols == 0 || len(dp) < cols {
+			return
+		}
+		rows := len(dp) / cols
+		_ = pt[rows*cols-1]
+		scoreGradsAVX512(&dp[0], &pt[0], &dd[0], rows, cols)
+	}
+	dot = func(a, b []float32) float32 {
+		if len(a) == 0 {
+			return 0
+		}
+		_ = b[len(a)-1]
+		return dotAVX512(&a[0], &b[0], len(a))
+	}
+}
+
+//go:noescape
+func scoreGradsAVX512(dp, pt, dd *float32, rows, cols int)
+
+//go:noescape
+func dotAVX512(a, b *float32, n int) float32
