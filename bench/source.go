@@ -2,8 +2,10 @@
 // side: an in-memory residency.Source of random weights (so a model runs
 // with no checkpoint on disk) and a Runner that binds weights kept in
 // bf16 on the device. The programs live in bench/block (ferry's Wan block)
-// and bench/torch_block.py (the same math in PyTorch); bench/compare.sh
-// runs both, interleaved, and prints the ratio.
+// and bench/torch_block.py (the same math in PyTorch), compared by
+// bench/compare.sh, and bench/trainblock and bench/torch_train_block.py
+// (one training step of the block), compared by bench/compare_train.sh:
+// both scripts run the two sides interleaved and print the ratio.
 package bench
 
 import (
@@ -77,3 +79,17 @@ func (s *MemorySource) Read(name string, off int64, dst []byte) error {
 
 // Drop does nothing: there are no file pages to release.
 func (s *MemorySource) Drop(string) {}
+
+// Float32 returns a stored tensor widened to float32 (training binds
+// dense fp32 weights).
+func (s *MemorySource) Float32(name string) ([]float32, error) {
+	t, ok := s.tensors[name]
+	if !ok {
+		return nil, fmt.Errorf("bench: no tensor %q", name)
+	}
+	out := make([]float32, len(t.data)/2)
+	for i := range out {
+		out[i] = dtype.BF16ToF32(binary.LittleEndian.Uint16(t.data[2*i:]))
+	}
+	return out, nil
+}
