@@ -80,7 +80,6 @@ func TestUserErrors(t *testing.T) {
 		{"bad size", []string{"generate", "--model", syn, "--prompt", "x", "--device-mem", "12XB", "--out", out("a.png")}, "bad size"},
 		{"unknown preset", []string{"generate", "--model", syn, "--prompt", "x", "--plan", "turbo", "--out", out("a.png")}, "unknown plan"},
 		{"bad plan file", []string{"generate", "--model", syn, "--prompt", "x", "--plan", writeFile(t, "p.yaml", "components: {transformer: {placement: teleport}}"), "--out", out("a.png")}, "unknown placement"},
-		{"invalid frame count", []string{"generate", "--model", tiny, "--prompt", "x", "--frames", "8", "--height", "32", "--width", "32", "--out", out("a.gif")}, "nearest valid: 5 or 9"},
 		{"invalid size", []string{"generate", "--model", tiny, "--prompt", "x", "--frames", "5", "--height", "30", "--width", "32", "--out", out("a.gif")}, "nearest valid: 32x32"},
 		{"budget too small", []string{"generate", "--model", syn, "--prompt", "x", "--plan", "stream", "--device-mem", "64KiB", "--out", out("a.png")}, "budget"},
 		{"unsupported extension", []string{"generate", "--model", syn, "--prompt", "x", "--out", out("a.webm")}, "unknown output extension"},

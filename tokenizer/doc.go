@@ -29,7 +29,7 @@
 //
 // Text cleaning a pipeline does before tokenizing (diffusers' WanPipeline
 // runs prompt_clean: ftfy, HTML unescaping, whitespace collapsing) is not
-// part of this package.
+// part of this package: see ferry/pytext and pipeline/wan's CleanPrompt.
 //
 // WriteSentencePiece and NewModel let a synthetic checkpoint carry a valid
 // tokenizer.

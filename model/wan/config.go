@@ -19,8 +19,9 @@ import (
 	"fmt"
 )
 
-// QKNormAcrossHeads is the only qk_norm Wan 2.1 checkpoints use: RMSNorm
-// over the whole [B, L, heads·head_dim] projection before heads are split.
+// QKNormAcrossHeads is the qk_norm Wan 2.1 checkpoints name: RMSNorm over
+// the whole [B, L, heads·head_dim] projection before heads are split. It
+// is the only q/k norm diffusers applies, whatever the config says.
 const QKNormAcrossHeads = "rms_norm_across_heads"
 
 // Config is a transformer/config.json of WanTransformer3DModel.
@@ -35,7 +36,7 @@ type Config struct {
 	FFNDim            int     `json:"ffn_dim"`
 	NumLayers         int     `json:"num_layers"`
 	CrossAttnNorm     bool    `json:"cross_attn_norm"`
-	QKNorm            *string `json:"qk_norm"`
+	QKNorm            *string `json:"qk_norm"` // for the record only (see Validate)
 	Eps               float64 `json:"eps"`
 	RopeMaxSeqLen     int     `json:"rope_max_seq_len"`
 
@@ -122,13 +123,11 @@ func (c Config) Validate() error {
 	if !(c.Eps > 0) {
 		return fmt.Errorf("wan config: eps must be > 0, got %g", c.Eps)
 	}
-	if c.QKNorm == nil || *c.QKNorm != QKNormAcrossHeads {
-		got := "null"
-		if c.QKNorm != nil {
-			got = fmt.Sprintf("%q", *c.QKNorm)
-		}
-		return fmt.Errorf("wan config: qk_norm %s is not supported (only %q)", got, QKNormAcrossHeads)
-	}
+	// qk_norm is not checked: diffusers 0.40.0 stores it and hands it to
+	// WanTransformerBlock, which never reads it; WanAttention always
+	// builds norm_q and norm_k as RMSNorm over heads·head_dim with a
+	// weight. So every value (null, "rms_norm", ...) runs the across-heads
+	// norm, as here.
 	if c.ImageDim != nil || c.AddedKVProjDim != nil {
 		return fmt.Errorf("wan config: image conditioning (image_dim, added_kv_proj_dim: an I2V/FLF2V checkpoint) is not supported yet; only text-to-video")
 	}

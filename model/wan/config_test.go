@@ -65,8 +65,6 @@ func TestParseConfigErrors(t *testing.T) {
 		{`{"patch_size": [1, 2]}`, "patch_size[2] must be > 0"},
 		{`{"attention_head_dim": 21}`, "must be even"},
 		{`{"eps": 0}`, "eps must be > 0"},
-		{`{"qk_norm": "rms_norm"}`, `qk_norm "rms_norm" is not supported`},
-		{`{"qk_norm": null}`, "qk_norm null is not supported"},
 		{`{"image_dim": 1280, "added_kv_proj_dim": 5120}`, "image conditioning"},
 	}
 	for _, tt := range tests {
@@ -76,6 +74,35 @@ func TestParseConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestParseConfigQKNorm: diffusers 0.40.0 never reads qk_norm (its
+// attention always norms q and k across heads), so any value loads and is
+// kept as written.
+func TestParseConfigQKNorm(t *testing.T) {
+	tests := []struct {
+		name, json string
+		want       *string // nil: null
+	}{
+		{"absent is the default", `{}`, ptr(QKNormAcrossHeads)},
+		{"across heads", `{"qk_norm": "rms_norm_across_heads"}`, ptr(QKNormAcrossHeads)},
+		{"per-head name", `{"qk_norm": "rms_norm"}`, ptr("rms_norm")},
+		{"null", `{"qk_norm": null}`, nil},
+		{"empty", `{"qk_norm": ""}`, ptr("")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.json))
+			if err != nil {
+				t.Fatalf("%s: %v", tt.json, err)
+			}
+			if (c.QKNorm == nil) != (tt.want == nil) || c.QKNorm != nil && *c.QKNorm != *tt.want {
+				t.Errorf("%s: qk_norm %v, want %v", tt.json, c.QKNorm, tt.want)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // TestFullSizeConfigs checks the released checkpoints' sizes (from
 // Wan-AI/Wan2.1-T2V-{1.3B,14B}-Diffusers transformer/config.json).

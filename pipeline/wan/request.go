@@ -2,9 +2,8 @@ package wan
 
 import (
 	"fmt"
-	"html"
-	"strings"
-	"unicode"
+
+	"ferry/pytext"
 )
 
 // Request is one text-to-video generation, with WanPipeline's defaults.
@@ -16,7 +15,8 @@ type Request struct {
 	Frames         int     `json:"frames"`
 	Steps          int     `json:"steps"`
 	Guidance       float64 `json:"guidance"`
-	// FlowShift overrides the scheduler config's flow_shift (0: keep it).
+	// FlowShift overrides the scheduler config's shift (0: keep it):
+	// flow_shift for UniPC, shift for FlowMatchEuler.
 	FlowShift float64 `json:"flow_shift,omitempty"`
 	Seed      uint64  `json:"seed"`
 	// MaxSeqLen is the text length the encoder sees (WanPipeline: 512).
@@ -26,10 +26,19 @@ type Request struct {
 	Latents []float32 `json:"-"`
 	// LatentsFile is where Latents came from, for the report.
 	LatentsFile string `json:"latents,omitempty"`
+	// LoRAs are applied to the transformer while it denoises (read with
+	// Pipeline.LoadLoRA).
+	LoRAs []LoRA `json:"loras,omitempty"`
 }
 
-// Defaults fills unset fields with WanPipeline's __call__ defaults.
-func (r *Request) Defaults() {
+// Defaults fills unset fields with WanPipeline's __call__ defaults and
+// makes the corrections __call__ makes with a logged warning, returning a
+// note for each, for the user to see: frames that are not 4k+1 are
+// rounded to 4k+1 as diffusers does.
+//
+// Frames 0 means "not given" (the CLI's --frames default) and becomes
+// __call__'s 81; diffusers itself would round an explicit 0 to 1.
+func (r *Request) Defaults() (notes []string) {
 	if r.Height == 0 {
 		r.Height = 480
 	}
@@ -38,6 +47,10 @@ func (r *Request) Defaults() {
 	}
 	if r.Frames == 0 {
 		r.Frames = 81
+	}
+	if f := roundFrames(r.Frames); f != r.Frames {
+		notes = append(notes, fmt.Sprintf("frames %d is not 4k+1 (frames - 1 must be divisible by the VAE's temporal factor 4); using %d, as diffusers does", r.Frames, f))
+		r.Frames = f
 	}
 	if r.Steps == 0 {
 		r.Steps = 50
@@ -48,10 +61,28 @@ func (r *Request) Defaults() {
 	if r.MaxSeqLen == 0 {
 		r.MaxSeqLen = 512
 	}
+	return notes
 }
 
-// Check validates the request against what the model needs: frames 4k+1,
-// height and width multiples of 16. Errors name the nearest valid values.
+// roundFrames is WanPipeline.__call__'s num_frames correction with the
+// Wan 2.1 VAE's temporal factor 4: when num_frames % 4 != 1 it becomes
+// num_frames // 4 * 4 + 1 (so 10 -> 9 and 8 -> 9), then at least 1. The
+// division and remainder are Python's, which floor.
+func roundFrames(f int) int {
+	const k = 4
+	q, m := f/k, f%k
+	if m < 0 {
+		q, m = q-1, m+k
+	}
+	if m != 1 {
+		f = q*k + 1
+	}
+	return max(f, 1)
+}
+
+// Check validates the request against what the model needs: frames 4k+1
+// (which Defaults has made them), height and width multiples of 16.
+// Errors name the nearest valid values.
 func (r Request) Check() error {
 	if r.Height <= 0 || r.Width <= 0 || r.Height%16 != 0 || r.Width%16 != 0 {
 		return fmt.Errorf("height and width must be positive multiples of 16, got %dx%d (nearest valid: %dx%d)",
@@ -104,17 +135,12 @@ func (r Request) LatentShape(zDim int) []int {
 // CFG says whether classifier-free guidance runs (WanPipeline: scale > 1).
 func (r Request) CFG() bool { return r.Guidance > 1 }
 
-// CleanPrompt is WanPipeline's prompt_clean without ftfy (an optional
-// dependency there that repairs mojibake): HTML entities unescaped twice,
-// runs of whitespace collapsed, ends trimmed.
+// CleanPrompt is WanPipeline's prompt_clean: basic_clean (ftfy.fix_text,
+// html.unescape twice, str.strip) then whitespace_clean (runs of
+// white space, as the regex module's \s sees it, become one space; ends
+// stripped). ftfy is ported without its mojibake repair (see pytext).
 func CleanPrompt(s string) string {
-	s = html.UnescapeString(html.UnescapeString(s))
-	return strings.Join(strings.FieldsFunc(s, isPySpace), " ")
-}
-
-// isPySpace is Python's str.isspace for one character (what re's \s
-// matches in a str pattern): Unicode white space plus the ASCII
-// information separators U+001C..U+001F.
-func isPySpace(r rune) bool {
-	return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f
+	s = pytext.FixText(s)
+	s = pytext.Strip(pytext.HTMLUnescape(pytext.HTMLUnescape(s)))
+	return pytext.Strip(pytext.CollapseSpace(s))
 }

@@ -1,0 +1,178 @@
+package wan
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"ferry/checkpoint"
+)
+
+// TestCleanPrompt: WanPipeline's prompt_clean with ftfy installed (as
+// diffusers 0.40.0 runs it when ftfy is importable).
+func TestCleanPrompt(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"plain", "A cat walks on the grass, realistic", "A cat walks on the grass, realistic"},
+		{"curly quotes, ends trimmed", "  “Hello,” she said. ‘Bye’  ", `"Hello," she said. 'Bye'`},
+		{"ligatures", "ﬁreﬂies over a ﬁeld", "fireflies over a field"},
+		{"fullwidth letters and ideographic space", "ＬＯＵＤ　ｎｏｉｓｅ", "LOUD noise"},
+		{"CRLF and tabs collapse", "line one\r\n\tline two\r\n", "line one line two"},
+		{"control characters removed", "a\x00b\x07c\x7f", "abc"},
+		{"terminal escapes removed", "\x1b[1mbold\x1b[0m cat", "bold cat"},
+		{"\\x1c inside removed, not a space", "a\x1cb", "ab"},
+		{"\\x1c at the ends removed", "\x1c a cat \x1f", "a cat"},
+		{"HTML entities, nested ones too", "fish &amp;amp;amp; chips &eacute;t&eacute;", "fish & chips été"},
+		{"'<' keeps ftfy off entities; html.unescape twice still runs", "<b>fish &amp;amp; chips</b>", "<b>fish & chips</b>"},
+		{"numeric control reference dropped", "x&#28;y", "xy"},
+		{"C1 ellipsis", "wait\u0085 what", "wait… what"},
+		{"no-break and ideographic spaces are white space", "a\u00a0\u3000 b", "a b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := CleanPrompt(tt.in); got != tt.want {
+				t.Errorf("CleanPrompt(%+q) = %+q, want %+q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDefaultsFrames: frames are rounded as WanPipeline.__call__ rounds
+// num_frames (n // 4 * 4 + 1 when n % 4 != 1, at least 1), with a note
+// for the user; 0 is the CLI's "not given".
+func TestDefaultsFrames(t *testing.T) {
+	tests := []struct {
+		in, want int
+		note     bool
+	}{
+		{0, 81, false},
+		{1, 1, false},
+		{9, 9, false},
+		{81, 81, false},
+		{10, 9, true},
+		{12, 13, true},
+		{8, 9, true},
+		{2, 1, true},
+		{4, 5, true},
+		{80, 81, true},
+		{-3, 1, true},
+		{-2, 1, true},
+	}
+	for _, tt := range tests {
+		r := Request{Frames: tt.in}
+		notes := r.Defaults()
+		if r.Frames != tt.want {
+			t.Errorf("frames %d: got %d, want %d", tt.in, r.Frames, tt.want)
+		}
+		if (len(notes) > 0) != tt.note {
+			t.Errorf("frames %d: notes %q, want a note: %v", tt.in, notes, tt.note)
+		}
+		if tt.note && !strings.Contains(notes[0], "4k+1") {
+			t.Errorf("frames %d: note %q does not say why", tt.in, notes[0])
+		}
+		if err := r.Check(); err != nil {
+			t.Errorf("frames %d: rounded request fails Check: %v", tt.in, err)
+		}
+	}
+}
+
+// TestSchedulerShift: the flow-shift override lands on the key the
+// scheduler class reads, so the schedule is the one its config would
+// give with that shift written in.
+func TestSchedulerShift(t *testing.T) {
+	unipc := `{"_class_name": "UniPCMultistepScheduler", "prediction_type": "flow_prediction",
+		"use_flow_sigmas": true, "flow_shift": %s}`
+	euler := `{"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": %s}`
+	tests := []struct {
+		name, config string
+	}{
+		{"UniPC reads flow_shift", unipc},
+		{"FlowMatchEuler reads shift", euler},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := sigmasOf(t, &Pipeline{schedRaw: []byte(strings.Replace(tt.config, "%s", "1.0", 1))}, 0)
+			got := sigmasOf(t, &Pipeline{schedRaw: []byte(strings.Replace(tt.config, "%s", "1.0", 1))}, 5)
+			want := sigmasOf(t, &Pipeline{schedRaw: []byte(strings.Replace(tt.config, "%s", "5.0", 1))}, 0)
+			if !slices.Equal(got, want) {
+				t.Errorf("--flow-shift 5 gives sigmas %v, the config with shift 5 %v", got, want)
+			}
+			if slices.Equal(got, base) {
+				t.Errorf("--flow-shift 5 left the sigmas at shift 1: %v", got)
+			}
+		})
+	}
+}
+
+func sigmasOf(t *testing.T, p *Pipeline, shift float64) []float32 {
+	t.Helper()
+	s, err := p.scheduler(shift)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTimesteps(8); err != nil {
+		t.Fatal(err)
+	}
+	return s.Sigmas()
+}
+
+// TestOpenRefusesWan22: folders WanPipeline 0.40.0 runs as Wan 2.2 (two
+// experts or expanded timesteps) are refused before anything is read; a
+// Wan 2.1 folder opens.
+func TestOpenRefusesWan22(t *testing.T) {
+	tests := []struct {
+		name  string
+		extra string // model_index.json entries
+		want  string // "" opens
+	}{
+		{"boundary_ratio", `"boundary_ratio": 0.875, "transformer_2": [null, null]`, "Wan 2.2 two-expert pipelines are not supported yet: this folder has boundary_ratio 0.875"},
+		{"transformer_2", `"boundary_ratio": null, "transformer_2": ["diffusers", "WanTransformer3DModel"]`, "two-expert pipelines are not supported yet: this folder has a transformer_2 component"},
+		{"both", `"boundary_ratio": 0.9, "transformer_2": ["diffusers", "WanTransformer3DModel"]`, "boundary_ratio 0.9 and a transformer_2 component"},
+		{"expand_timesteps", `"boundary_ratio": null, "expand_timesteps": true`, "Wan 2.2 TI2V pipelines (expand_timesteps: true) are not supported yet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := tinyFolder(t, tt.extra)
+			_, err := Open(f)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+		})
+	}
+	f, err := checkpoint.OpenFolder(filepath.Join(goldenDir, "pipeline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := Open(f); err != nil {
+		t.Errorf("Wan 2.1 folder (boundary_ratio null, transformer_2 [null, null]): %v", err)
+	}
+}
+
+// tinyFolder writes a WanPipeline model_index.json with extra entries and
+// an empty folder for each component.
+func tinyFolder(t *testing.T, extra string) *checkpoint.Folder {
+	t.Helper()
+	dir := t.TempDir()
+	index := `{"_class_name": "WanPipeline", "scheduler": ["diffusers", "UniPCMultistepScheduler"],
+		"text_encoder": ["transformers", "UMT5EncoderModel"], "tokenizer": ["transformers", "T5Tokenizer"],
+		"transformer": ["diffusers", "WanTransformer3DModel"], "vae": ["diffusers", "AutoencoderKLWan"], ` + extra + `}`
+	if err := os.WriteFile(filepath.Join(dir, checkpoint.ModelIndexName), []byte(index), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"scheduler", "text_encoder", "tokenizer", "transformer", "transformer_2", "vae"} {
+		if err := os.Mkdir(filepath.Join(dir, c), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := checkpoint.OpenFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
