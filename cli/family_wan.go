@@ -19,6 +19,8 @@ type wanJob struct {
 	req  wan.Request
 	name string
 	dir  string
+	// notes are the request's corrections (Request.Defaults), for stderr.
+	notes []string
 }
 
 func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
@@ -32,7 +34,7 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 	if g.prompt == "" {
 		return nil, userf("--prompt TEXT is required")
 	}
-	r.Defaults()
+	notes := r.Defaults()
 	if g.latents != "" {
 		v, shape, err := wan.ReadLatents(g.latents)
 		if err != nil {
@@ -43,7 +45,7 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 		}
 		// The latents fix the shape; flags that disagree are an error.
 		want := wan.Request{Height: shape[3] * 8, Width: shape[4] * 8, Frames: (shape[2]-1)*4 + 1}
-		if (g.height != 0 && g.height != want.Height) || (g.width != 0 && g.width != want.Width) || (g.frames != 0 && g.frames != want.Frames) {
+		if (g.height != 0 && g.height != want.Height) || (g.width != 0 && g.width != want.Width) || (g.frames != 0 && r.Frames != want.Frames) {
 			return nil, userf("--latents %s is for %dx%d, %d frames; drop --height/--width/--frames or make them match", g.latents, want.Height, want.Width, want.Frames)
 		}
 		r.Height, r.Width, r.Frames = want.Height, want.Width, want.Frames
@@ -52,8 +54,18 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 	if err := r.Check(); err != nil {
 		return nil, asUser(err)
 	}
-	return &wanJob{p: p, req: r, name: filepath.Base(filepath.Clean(f.Dir)), dir: f.Dir}, nil
+	for _, s := range g.loras {
+		l, err := p.LoadLoRA(s.file, s.scale)
+		if err != nil {
+			return nil, asUser(fmt.Errorf("--lora %w", err))
+		}
+		r.LoRAs = append(r.LoRAs, l)
+	}
+	return &wanJob{p: p, req: r, name: filepath.Base(filepath.Clean(f.Dir)), dir: f.Dir, notes: notes}, nil
 }
+
+// Notes are what diffusers would log as warnings about the request.
+func (j *wanJob) Notes() []string { return j.notes }
 
 func (j *wanJob) Components() []string { return slices.Clone(wan.Components) }
 
@@ -89,5 +101,5 @@ func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
 	}
 	r := j.req
 	return prof, planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
-		PromptTokens: j.p.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance}, nil
+		PromptTokens: j.p.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance, AdapterBytes: wan.LoRABytes(r.LoRAs)}, nil
 }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"ferry/chart"
@@ -36,6 +38,43 @@ type genFlags struct {
 	chart              string
 	quiet              bool
 	fps                float64
+	loras              loraFlag
+}
+
+// loraFlag is --lora FILE[:SCALE], repeatable.
+type loraFlag []loraSpec
+
+// loraSpec is one --lora: a LoRA file and the multiplier of its alpha/rank.
+type loraSpec struct {
+	file  string
+	scale float64
+}
+
+func (l *loraFlag) String() string {
+	var parts []string
+	for _, s := range *l {
+		parts = append(parts, fmt.Sprintf("%s:%g", s.file, s.scale))
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set takes FILE or FILE:SCALE; a suffix after the last colon that is not
+// a number is part of the file name.
+func (l *loraFlag) Set(v string) error {
+	s := loraSpec{file: v, scale: 1}
+	if i := strings.LastIndexByte(v, ':'); i >= 0 {
+		if f, err := strconv.ParseFloat(v[i+1:], 64); err == nil {
+			if math.IsNaN(f) || math.IsInf(f, 0) {
+				return fmt.Errorf("scale %q of %s is not a finite number", v[i+1:], v[:i])
+			}
+			s.file, s.scale = v[:i], f
+		}
+	}
+	if s.file == "" {
+		return fmt.Errorf("%q names no file (want FILE or FILE:SCALE)", v)
+	}
+	*l = append(*l, s)
+	return nil
 }
 
 func (g *genFlags) define(e *env) *flag.FlagSet {
@@ -61,6 +100,7 @@ func (g *genFlags) define(e *env) *flag.FlagSet {
 	fs.StringVar(&g.trace, "trace", "", "write a Chrome trace (JSON) here")
 	fs.StringVar(&g.chart, "chart", "", "write a memory chart (.svg or .png) here")
 	fs.BoolVar(&g.quiet, "quiet", false, "print nothing but errors")
+	fs.Var(&g.loras, "lora", "apply a LoRA to the transformer: FILE[:SCALE], SCALE multiplying alpha/rank (default 1); repeatable")
 	return fs
 }
 
@@ -107,6 +147,14 @@ func runGenerate(e *env, args []string) error {
 	j, err := build(folder, &g)
 	if err != nil {
 		return err
+	}
+	if n, ok := j.(interface{ Notes() []string }); ok && !g.quiet {
+		for _, s := range n.Notes() {
+			fmt.Fprintf(e.stderr, "ferry generate: note: %s\n", s)
+		}
+	}
+	if _, ok := j.(*wanJob); !ok && len(g.loras) > 0 {
+		return userf("--lora: pipeline class %q has no Wan transformer to adapt", folder.Class)
 	}
 	f, _, _ := j.Shape()
 	if err := media.CheckPath(g.out, f); err != nil {

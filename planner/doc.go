@@ -34,6 +34,9 @@ package planner
 //     When the text encoder is placed on the host, copy each output to the
 //     device (upload, then free the host copy). With batched CFG join the
 //     two into one [2B, L, D] tensor on the device and free them.
+//   - LoRA (Request.AdapterBytes > 0): after the contexts, upload every
+//     adapter into one float32 buffer of that size on the transformer's
+//     device; free it with the contexts.
 //   - denoise: per step and per branch pass, upload the latents
 //     [b, C, F, H, W] on the device, Forward, download and free the
 //     prediction, free the latents (the sampler works in Go memory). After

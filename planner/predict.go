@@ -278,6 +278,9 @@ func (pl *pipelineSim) uploadContexts() {
 	default:
 		pl.contexts = []int{r.alloc(f32(b, n, d))}
 	}
+	if a := pl.req.AdapterBytes; a > 0 {
+		pl.contexts = append(pl.contexts, r.alloc(a)) // LoRA adapters, uploaded next
+	}
 	for _, ev := range r.take() {
 		pl.s.apply(ev, pl.s.byName[Transformer].acts)
 	}
@@ -562,5 +565,5 @@ func (pl *pipelineSim) heapBytes() int64 {
 	c, f, h, w := pl.req.latent(pl.p)
 	lat := f32(pl.req.Batch, c, f, h, w)
 	video := int64(pl.req.Batch) * int64(pl.req.Frames) * int64(pl.req.Height) * int64(pl.req.Width) * 3
-	return heapBase + 6*lat + 5*video
+	return heapBase + 6*lat + 5*video + pl.req.AdapterBytes
 }

@@ -24,6 +24,10 @@ type Request struct {
 	// Guidance > 1 runs classifier-free guidance: a negative prompt is
 	// encoded too and every step runs the transformer on both branches.
 	Guidance float64 `json:"guidance"`
+	// AdapterBytes is the LoRA adapters' float32 buffer, on the
+	// transformer's device while it denoises (pipeline/wan.LoRABytes) and
+	// in Go memory for the whole run.
+	AdapterBytes int64 `json:"adapter_bytes,omitempty"`
 }
 
 // Budgets cap memory in bytes; 0 is unlimited.

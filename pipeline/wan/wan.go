@@ -51,6 +51,9 @@ type Pipeline struct {
 
 // Open reads the folder's configs and tokenizer; no weights are read.
 func Open(f *checkpoint.Folder) (*Pipeline, error) {
+	if err := checkWan21(f); err != nil {
+		return nil, err
+	}
 	p := &Pipeline{folder: f}
 	tc, err := f.Component("tokenizer")
 	if err != nil {
@@ -162,7 +165,7 @@ func (p *Pipeline) Register(ex *residency.Executor) error {
 	return nil
 }
 
-// scheduler builds the folder's scheduler, with flow_shift overridden.
+// scheduler builds the folder's scheduler, with its shift overridden.
 func (p *Pipeline) scheduler(flowShift float64) (sampler.Scheduler, error) {
 	raw := p.schedRaw
 	if flowShift > 0 {
@@ -170,13 +173,24 @@ func (p *Pipeline) scheduler(flowShift float64) (sampler.Scheduler, error) {
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return nil, fmt.Errorf("scheduler config: %w", err)
 		}
-		m["flow_shift"] = flowShift
+		m[shiftKey(m["_class_name"])] = flowShift
 		var err error
 		if raw, err = json.Marshal(m); err != nil {
 			return nil, err
 		}
 	}
 	return sampler.FromConfig(raw)
+}
+
+// shiftKey is the config key holding the shift of a scheduler class:
+// FlowMatchEulerDiscreteScheduler reads "shift", UniPC "flow_shift".
+// Diffusers ignores keys a class does not know, so the other key would be
+// a silent no-op.
+func shiftKey(class any) string {
+	if class == sampler.ClassFlowMatchEuler {
+		return "shift"
+	}
+	return "flow_shift"
 }
 
 // Output is a generated video and what produced it.
@@ -325,6 +339,11 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, 
 			defer ctxNeg.Free()
 		}
 	}
+	free, err := p.applyLoRA(ops, r.LoRAs)
+	if err != nil {
+		return nil, err
+	}
+	defer free()
 	p.transformer.Options.FFNChunk = rt.Plan.Run.FFNChunk
 	g := float32(r.Guidance)
 	ts := sched.Timesteps()
@@ -370,6 +389,24 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, 
 	}
 	ex.Done(Transformer)
 	return latents, nil
+}
+
+// applyLoRA uploads the request's adapters after the contexts (as the
+// planner predicts) and sets them on the transformer; free takes them off
+// and frees them.
+func (p *Pipeline) applyLoRA(ops *tensor.Ops, ls []LoRA) (free func(), err error) {
+	adapters, buf, err := UploadLoRA(ops, ls)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.transformer.SetLoRA(adapters); err != nil {
+		buf.Free()
+		return nil, err
+	}
+	return func() {
+		p.transformer.SetLoRA(nil)
+		buf.Free()
+	}, nil
 }
 
 // forward runs the transformer once on host latents.

@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"ferry/checkpoint"
+	"ferry/lora"
+	"ferry/model/modeltest"
+	"ferry/model/wan"
+	pipewan "ferry/pipeline/wan"
+)
+
+// tinyLoRA writes a rank-2 LoRA on every default target of the wan-tiny
+// transformer in dir; zeroB makes B zero (the adapters then add exactly
+// nothing).
+func tinyLoRA(t *testing.T, model, name string, zeroB bool) (string, []lora.Adapter) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(model, "transformer", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := wan.ParseConfig(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, shapes := cfg.LinearShapes()
+	var ads []lora.Adapter
+	for i, m := range lora.Targets(names, lora.DefaultTargets) {
+		s := shapes[m]
+		a := lora.Adapter{Module: m, Rank: 2, In: s[1], Out: s[0], Alpha: 2,
+			A: modeltest.Randn(uint64(i), 2*s[1]), B: modeltest.Randn(uint64(1000+i), s[0]*2)}
+		if zeroB {
+			clear(a.B)
+		}
+		ads = append(ads, a)
+	}
+	p := filepath.Join(t.TempDir(), name)
+	if err := lora.Write(p, ads, nil); err != nil {
+		t.Fatal(err)
+	}
+	return p, ads
+}
+
+// generateVideo runs generate on wan-tiny with extra flags and returns the
+// video's exact floats and the report.
+func generateVideo(t *testing.T, model string, extra ...string) ([]float32, map[string]any) {
+	t.Helper()
+	dir := t.TempDir()
+	out, rep := filepath.Join(dir, "v.safetensors"), filepath.Join(dir, "r.json")
+	args := append([]string{"generate", "--model", model, "--prompt", "a red fox", "--height", "32", "--width", "32",
+		"--frames", "5", "--steps", "2", "--seed", "3", "--out", out, "--report", rep, "--quiet"}, extra...)
+	code, _, stderr := ferry(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	s, err := checkpoint.OpenSet(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	video, _ := modeltest.TensorOf(t, s, "video")
+	data, err := os.ReadFile(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report map[string]any
+	if err := json.Unmarshal(data, &report); err != nil {
+		t.Fatal(err)
+	}
+	return video, report
+}
+
+// TestGenerateLoRA: through `generate --lora`, adapters whose B is zero
+// give the same video as none, bit for bit (the base weights are
+// untouched and the adapters add exact zeros), and real adapters change
+// it; the report records each file with its scale and the planner's
+// request the adapters' device bytes.
+func TestGenerateLoRA(t *testing.T) {
+	tiny := synthModel(t, "wan-tiny")
+	zero, _ := tinyLoRA(t, tiny, "zero.safetensors", true)
+	real, ads := tinyLoRA(t, tiny, "real.safetensors", false)
+
+	base, _ := generateVideo(t, tiny)
+	same, _ := generateVideo(t, tiny, "--lora", zero)
+	if !slices.Equal(base, same) {
+		t.Error("a LoRA with B = 0 changed the video")
+	}
+	changed, rep := generateVideo(t, tiny, "--lora", zero+":3", "--lora", real+":0.5")
+	if slices.Equal(base, changed) {
+		t.Error("a LoRA with random A and B left the video unchanged")
+	}
+
+	req, _ := rep["request"].(map[string]any)
+	loras, _ := req["loras"].([]any)
+	if len(loras) != 2 {
+		t.Fatalf("report request.loras = %v, want both files", req["loras"])
+	}
+	if l, _ := loras[1].(map[string]any); l["file"] != real || l["scale"] != 0.5 {
+		t.Errorf("report records %v, want %s at scale 0.5", l, real)
+	}
+	pred, _ := rep["predicted"].(map[string]any)
+	preq, _ := pred["request"].(map[string]any)
+	want := pipewan.LoRABytes([]pipewan.LoRA{{Adapters: ads}, {Adapters: ads}})
+	if got, _ := preq["adapter_bytes"].(float64); int64(got) != want {
+		t.Errorf("planner request adapter_bytes = %v, want %d", preq["adapter_bytes"], want)
+	}
+}
+
+// TestGenerateLoRAErrors: a LoRA that does not fit the model, or cannot be
+// read, is one user error line naming the file.
+func TestGenerateLoRAErrors(t *testing.T) {
+	tiny := synthModel(t, "wan-tiny")
+	good, ads := tinyLoRA(t, tiny, "good.safetensors", false)
+	write := func(name string, ads []lora.Adapter) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := lora.Write(p, ads, nil); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	far := slices.Clone(ads[:1])
+	far[0].Module = "blocks.97.attn1.to_q"
+	wide := slices.Clone(ads[:1])
+	wide[0].In *= 2
+	wide[0].A = append(slices.Clone(wide[0].A), wide[0].A...)
+	garbage := writeFile(t, "garbage.safetensors", "not a LoRA")
+	out := filepath.Join(t.TempDir(), "v.png")
+	for _, tc := range []struct {
+		name, arg, want string
+		model           string
+	}{
+		{"module the model lacks", write("far.safetensors", far), "blocks.97.attn1.to_q", tiny},
+		{"wrong size", write("wide.safetensors", wide), "features", tiny},
+		{"not safetensors", garbage, "garbage.safetensors", tiny},
+		{"missing file", filepath.Join(t.TempDir(), "none.safetensors"), "none.safetensors", tiny},
+		{"bad scale", good + ":inf", "finite", tiny},
+		{"not a Wan pipeline", good, "no Wan transformer", synthModel(t, "synthetic")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := ferry(t, "generate", "--model", tc.model, "--prompt", "x", "--height", "32", "--width", "32",
+				"--steps", "1", "--lora", tc.arg, "--out", out)
+			t.Log(strings.TrimSpace(stderr))
+			lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+			if code != ExitUsage || len(lines) != 1 || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "-lora") {
+				t.Errorf("exit %d, stderr %q; want exit %d and one line with -lora and %q", code, stderr, ExitUsage, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoRAFlag(t *testing.T) {
+	var l loraFlag
+	for _, v := range []string{"a.safetensors", "b.safetensors:0.5", "dir:x/c.safetensors", "d.safetensors:-1"} {
+		if err := l.Set(v); err != nil {
+			t.Fatalf("Set(%q): %v", v, err)
+		}
+	}
+	want := loraFlag{{"a.safetensors", 1}, {"b.safetensors", 0.5}, {"dir:x/c.safetensors", 1}, {"d.safetensors", -1}}
+	if !slices.Equal(l, want) {
+		t.Errorf("parsed %v, want %v", l, want)
+	}
+	for _, v := range []string{":2", "e.safetensors:NaN"} {
+		if err := l.Set(v); err == nil {
+			t.Errorf("Set(%q) accepted", v)
+		}
+	}
+}
