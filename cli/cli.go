@@ -99,7 +99,12 @@ func report(stderr io.Writer, name string, err error, ctx context.Context) int {
 		return ExitOK
 	}
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stderr, "ferry %s: interrupted; nothing was written\n", name)
+		msg := "interrupted; nothing was written"
+		var im interface{ interruptMessage() string }
+		if errors.As(err, &im) {
+			msg = im.interruptMessage()
+		}
+		fmt.Fprintf(stderr, "ferry %s: %s\n", name, msg)
 		return ExitInterrupt
 	}
 	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")

@@ -20,6 +20,8 @@ import (
 // store (PEFT state dict without metadata), so the test sets it; and
 // lora_sample's tolerance.
 const (
+	// goldenDir holds it (one copy for every package that tests training).
+	goldenDir   = "../testdata/wan_train"
 	goldenAlpha = 8
 	goldenScale = 2 // alpha/rank
 	sampleAtol  = 2e-4
@@ -41,7 +43,7 @@ func open(t *testing.T, path string) *checkpoint.Set {
 // the one ferry runs with, and compares with diffusers' lora_sample. The
 // same pass without the adapters must miss it: the LoRA is what matches.
 func TestLoRASampleMatchesGolden(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("testdata", "model", "config.json"))
+	raw, err := os.ReadFile(filepath.Join(goldenDir, "model", "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,15 +51,15 @@ func TestLoRASampleMatchesGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	weights := open(t, filepath.Join("testdata", "model"))
-	inputs := open(t, filepath.Join("testdata", "infer_inputs.safetensors"))
-	outputs := open(t, filepath.Join("testdata", "outputs_lora.safetensors"))
+	weights := open(t, filepath.Join(goldenDir, "model"))
+	inputs := open(t, filepath.Join(goldenDir, "infer_inputs.safetensors"))
+	outputs := open(t, filepath.Join(goldenDir, "outputs_lora.safetensors"))
 	x, xs := modeltest.TensorOf(t, inputs, "hidden_states")
 	ts, _ := modeltest.TensorOf(t, inputs, "timestep")
 	ctx, cs := modeltest.TensorOf(t, inputs, "encoder_hidden_states")
 	want, _ := modeltest.TensorOf(t, outputs, "lora_sample")
 
-	file := filepath.Join("testdata", "lora_trained.safetensors")
+	file := filepath.Join(goldenDir, "lora_trained.safetensors")
 	ads, err := lora.Read(file)
 	if err != nil {
 		t.Fatal(err)

@@ -212,16 +212,20 @@ func TestReadNotSafetensors(t *testing.T) {
 	}
 }
 
+// trainGolden is the wan_train golden case (one copy for every package
+// that tests training).
+const trainGolden = "../testdata/wan_train"
+
 // TestReadGoldenInit reads the trainer golden's initial LoRA (PEFT names
 // without a prefix, rank 4, F32, no alpha): one adapter for every default
 // target of the golden model, values as stored.
 func TestReadGoldenInit(t *testing.T) {
-	path := filepath.Join("testdata", "lora_init.safetensors")
+	path := filepath.Join(trainGolden, "lora_init.safetensors")
 	ads, err := Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join("testdata", "model", "config.json"))
+	raw, err := os.ReadFile(filepath.Join(trainGolden, "model", "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

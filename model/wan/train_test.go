@@ -32,10 +32,14 @@ type trainCase struct {
 	weights, inputs, loraInit, full, loraSteps *checkpoint.Set
 }
 
+// trainGoldenDir is the wan_train golden case from ../shared/golden, one
+// copy for every package that tests training.
+var trainGoldenDir = filepath.Join("..", "..", "testdata", "wan_train")
+
 func loadTrainCase(t *testing.T) *trainCase {
 	t.Helper()
-	dir := filepath.Join("testdata", "train")
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	dir := trainGoldenDir
+	raw, err := os.ReadFile(filepath.Join(dir, "model", "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +50,7 @@ func loadTrainCase(t *testing.T) *trainCase {
 	for _, f := range []struct {
 		set  **checkpoint.Set
 		file string
-	}{{&tc.weights, "diffusion_pytorch_model"}, {&tc.inputs, "inputs"}, {&tc.loraInit, "lora_init"},
+	}{{&tc.weights, "model/diffusion_pytorch_model"}, {&tc.inputs, "inputs"}, {&tc.loraInit, "lora_init"},
 		{&tc.full, "outputs_full"}, {&tc.loraSteps, "outputs_lora"}} {
 		s, err := checkpoint.OpenSet(filepath.Join(dir, f.file+".safetensors"))
 		if err != nil {
