@@ -405,6 +405,7 @@ func runWithProgress(e *env, f *trainFlags, tr *train.Trainer) error {
 	var smooth lossSmoother
 	tr.OnStep = func(s train.StepStat) {
 		smooth.add(s.Loss)
+		bar.SetNote(fmt.Sprintf("loss %.4g", smooth.value()))
 		log := (s.Step-first)%every == 0 || s.Step == f.steps
 		// A terminal bar redraws itself at most 10 times a second; a log
 		// gets a line only with the loss, about 20 in a run.

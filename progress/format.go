@@ -50,7 +50,7 @@ func (b *Bar) eta() string {
 // barLine is the terminal line: name, bar, count, rate and ETA, fitted to
 // width columns.
 func (b *Bar) barLine(width int) string {
-	tail := strings.Join(nonEmpty(b.count(), b.rate(), b.eta()), "  ")
+	tail := strings.Join(nonEmpty(b.count(), b.rate(), b.eta(), b.note), "  ")
 	head := fmt.Sprintf("%-*s ", nameWidth, b.name)
 	room := width - len(head) - len(tail) - 3
 	if b.total > 0 && room >= 10 {
@@ -79,7 +79,7 @@ func (b *Bar) startLine() string {
 
 // progressLine is one event in Lines mode.
 func (b *Bar) progressLine() string {
-	return strings.Join(nonEmpty(b.name+": "+b.count(), b.rate(), b.eta()), ", ")
+	return strings.Join(nonEmpty(b.name+": "+b.count(), b.rate(), b.eta(), b.note), ", ")
 }
 
 // doneLine is the final state of a phase.

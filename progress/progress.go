@@ -154,6 +154,7 @@ type Bar struct {
 	name     string
 	unit     string
 	total, n int
+	note     string // shown after the rate and ETA (SetNote)
 	start    time.Time
 	lastDraw time.Time
 	drawn    bool
@@ -189,6 +190,17 @@ func (b *Bar) SetTotal(n int) {
 	b.p.mu.Lock()
 	defer b.p.mu.Unlock()
 	b.total = max(n, 0)
+}
+
+// SetNote sets a short text shown after the bar's rate and ETA (a
+// trainer's smoothed loss); it is drawn with the next update.
+func (b *Bar) SetNote(s string) {
+	if b == nil {
+		return
+	}
+	b.p.mu.Lock()
+	defer b.p.mu.Unlock()
+	b.note = s
 }
 
 // Done finishes the phase: the bar's final state stays on its own line.

@@ -252,3 +252,24 @@ func TestParseMode(t *testing.T) {
 		t.Error("ParseMode accepted an unknown mode")
 	}
 }
+
+// TestNoteFollowsETA: a bar's note (a trainer's smoothed loss) is shown
+// after the rate and ETA in both modes, and the latest one wins.
+func TestNoteFollowsETA(t *testing.T) {
+	for _, mode := range []Mode{Bars, Lines} {
+		p, buf, clk := newTest(mode, 100)
+		bar := p.Phase("train", 10, "steps")
+		bar.SetNote("loss 0.9")
+		clk.advance(time.Second)
+		bar.SetNote("loss 0.5")
+		bar.Set(1)
+		line := lastLine(buf)
+		if mode == Bars {
+			line = buf.String()[strings.LastIndex(buf.String(), "\r\x1b[K")+4:]
+		}
+		eta, note := strings.Index(line, "ETA"), strings.Index(line, "loss 0.5")
+		if eta < 0 || note < eta || strings.Contains(line, "loss 0.9") {
+			t.Errorf("%v: line %q, want the latest note after the ETA", mode, line)
+		}
+	}
+}

@@ -92,17 +92,11 @@ func (m *Model) SetLoRA(ls []LoRA) error {
 }
 
 // project is a Linear with its adapters: x·Wᵀ + b + Σ Scale·(x·Aᵀ)·Bᵀ.
+// Each adapter's product is added a block of rows at a time (see byRows),
+// so that it never needs a second output-sized tensor: what an adapter
+// adds to the device peak is its rank-wide x·Aᵀ and a few MB.
 func project(ops *tensor.Ops, x *tensor.Tensor, l linear) *tensor.Tensor {
-	y := ops.Linear(x, l.W, l.B)
-	for _, a := range l.lora {
-		low := ops.Linear(x, a.A, nil)
-		up := ops.Linear(low, a.B, nil)
-		low.Free()
-		if a.Scale != 1 {
-			ops.AffineInPlace(up, a.Scale, 0)
-		}
-		ops.AddInPlace(y, up)
-		up.Free()
-	}
+	y, lows := projectTrain(ops, x, l)
+	tensor.Free(lows...)
 	return y
 }
