@@ -152,8 +152,7 @@ func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
-			return err
+			return err // Parse has printed the usage already
 		}
 		return userf("%v (see ferry %s -h)", err, fs.Name())
 	}
