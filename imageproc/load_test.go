@@ -1,0 +1,85 @@
+package imageproc
+
+import (
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFromImage: alpha is dropped, not composited, grey is replicated and
+// palettes are looked up, as Pillow's convert("RGB") does.
+func TestFromImage(t *testing.T) {
+	nrgba := image.NewNRGBA(image.Rect(0, 0, 2, 1))
+	nrgba.SetNRGBA(0, 0, color.NRGBA{200, 100, 50, 0}) // fully transparent keeps its colour
+	nrgba.SetNRGBA(1, 0, color.NRGBA{10, 20, 30, 128})
+	gray := image.NewGray(image.Rect(0, 0, 2, 1))
+	gray.Pix = []uint8{7, 250}
+	pal := image.NewPaletted(image.Rect(0, 0, 2, 1), color.Palette{color.NRGBA{1, 2, 3, 255}, color.NRGBA{9, 8, 7, 0}})
+	pal.Pix = []uint8{1, 0}
+	g16 := image.NewNRGBA64(image.Rect(0, 0, 1, 1))
+	g16.SetNRGBA64(0, 0, color.NRGBA64{0x12ff, 0xab01, 0x0080, 0xffff})
+	for _, c := range []struct {
+		name string
+		img  image.Image
+		want []uint8
+	}{
+		{"nrgba", nrgba, []uint8{200, 100, 50, 10, 20, 30}},
+		{"gray", gray, []uint8{7, 7, 7, 250, 250, 250}},
+		{"paletted", pal, []uint8{9, 8, 7, 1, 2, 3}},
+		{"16-bit keeps the high byte", g16, []uint8{0x12, 0xab, 0x00}},
+	} {
+		got := FromImage(c.img)
+		if string(got.Pix) != string(c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got.Pix, c.want)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	img, err := Load(filepath.Join("testdata", "wan21_i2v_image.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Width != 48 || img.Height != 32 {
+		t.Fatalf("got %v, want 48x32", img)
+	}
+	dir := t.TempDir()
+	src := image.NewNRGBA(image.Rect(0, 0, 1, 1))
+	src.SetNRGBA(0, 0, color.NRGBA{90, 80, 70, 0})
+	path := filepath.Join(dir, "clear.png")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := png.Encode(f, src); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Pix) != string([]uint8{90, 80, 70}) {
+		t.Errorf("transparent pixel read as %v, want its colour 90 80 70", got.Pix)
+	}
+	for _, c := range []struct{ path, mention string }{
+		{filepath.Join(dir, "missing.png"), "no such file"},
+		{filepath.Join(dir, "clip.webp"), "cannot read"},
+		{filepath.Join("testdata", "clip_cases.json"), "cannot read"},
+	} {
+		if _, err := Load(c.path); err == nil || !strings.Contains(err.Error(), c.mention) {
+			t.Errorf("%s: error %v, want one mentioning %q", c.path, err, c.mention)
+		}
+	}
+	bad := filepath.Join(dir, "bad.png")
+	if err := os.WriteFile(bad, []byte("not a png"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), "not a readable image") {
+		t.Errorf("garbage PNG: %v", err)
+	}
+}
