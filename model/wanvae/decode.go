@@ -11,7 +11,8 @@ import (
 
 // Decode turns latents z [B, z_dim, T, h, w] (float32 on ops' device,
 // already de-normalised: see Config.Denormalize) into video
-// [B, out_channels, 1+4(T-1), 8h, 8w] clamped to [-1, 1], which the
+// [B, 3, 1+4(T-1), s·h, s·w] (s = Config.SpatialScale, the channels
+// out_channels / patch_size²) clamped to [-1, 1], which the
 // caller frees. When Options.Tiling is set and the latents are wider or
 // taller than one tile, it decodes in tiles (DecodeTiled).
 //
@@ -30,9 +31,9 @@ func (m *Model) Decode(r residency.Runner, ops *tensor.Ops, z *tensor.Tensor) (*
 			return m.DecodeTiled(r, ops, z, *t)
 		}
 	}
-	out := m.emptyVideo(ops, z)
+	out := m.emptyVideo(ops, z, false)
 	progress := m.progress(z.Dim(2))
-	if err := m.decodeInto(r, ops, z, out, progress); err != nil {
+	if err := m.decodeInto(r, ops, z, out, true, progress); err != nil {
 		out.Free()
 		return nil, err
 	}
@@ -57,10 +58,17 @@ func (m *Model) checkDecode(ops *tensor.Ops, z *tensor.Tensor) error {
 	return checkInput("latents", z, m.cfg.ZDim)
 }
 
-// emptyVideo allocates the decoded video for latents z.
-func (m *Model) emptyVideo(ops *tensor.Ops, z *tensor.Tensor) *tensor.Tensor {
-	s, scale := z.Shape(), m.cfg.SpatialScale()
-	return ops.Empty(dtype.F32, s[0], m.cfg.OutChannels, m.cfg.DecodedFrames(s[2]), scale*s[3], scale*s[4])
+// emptyVideo allocates the decoded video for latents z: in pixels, or
+// still patched (the decoder's own output, out_channels wide) when patched
+// is set.
+func (m *Model) emptyVideo(ops *tensor.Ops, z *tensor.Tensor, patched bool) *tensor.Tensor {
+	s, scale, c := z.Shape(), m.cfg.SpatialScale(), m.cfg.OutChannels
+	if patched {
+		scale = m.cfg.encoderScale()
+	} else {
+		c /= m.cfg.patch() * m.cfg.patch()
+	}
+	return ops.Empty(dtype.F32, s[0], c, m.cfg.DecodedFrames(s[2]), scale*s[3], scale*s[4])
 }
 
 // progress returns a per-frame callback reporting to Options.OnFrame over
@@ -76,16 +84,22 @@ func (m *Model) progress(total int) func() {
 }
 
 // decodeInto decodes z frame by frame into out (unclamped), as
-// AutoencoderKLWan._decode does before its clamp.
-func (m *Model) decodeInto(r residency.Runner, ops *tensor.Ops, z, out *tensor.Tensor, frameDone func()) error {
+// AutoencoderKLWan._decode does before its clamp; unpatched frames when
+// unpatch is set, else the decoder's patched output (which tiles blend).
+func (m *Model) decodeInto(r residency.Runner, ops *tensor.Ops, z, out *tensor.Tensor, unpatch bool, frameDone func()) error {
 	p := &pass{ops: ops}
 	defer p.cache.free()
+	defer p.dropShort()
 	at := 0
 	for k := range z.Dim(2) {
 		p.cache.rewind()
+		p.first = k == 0
 		y, err := m.decodeFrame(r, p, ops.Narrow(z, 2, k, 1))
 		if err != nil {
 			return err
+		}
+		if unpatch {
+			y = unpatchify(ops, y, m.cfg.patch())
 		}
 		copyInto(ops, out, y, 2, at)
 		at += y.Dim(2)
@@ -118,11 +132,18 @@ func (m *Model) decodeFrame(r residency.Runner, p *pass, x *tensor.Tensor) (*ten
 	for i, level := range m.decUp {
 		for j, l := range level.res {
 			if err == nil {
-				err = step(d.res[i][j], func(x *tensor.Tensor) *tensor.Tensor { return p.resBlock(x, l) })
+				err = step(d.res[i][j], func(x *tensor.Tensor) *tensor.Tensor {
+					if j == 0 && level.dup != nil {
+						// The residual level's shortcut reads its input.
+						p.dropShort()
+						p.short = p.ops.Copy(x)
+					}
+					return p.resBlock(x, l)
+				})
 			}
 		}
 		if level.up != nil && err == nil {
-			err = step(d.up[i], func(x *tensor.Tensor) *tensor.Tensor { return p.upsample(x, level.up) })
+			err = step(d.up[i], func(x *tensor.Tensor) *tensor.Tensor { return p.upLevel(x, &level) })
 		}
 	}
 	if err == nil {
@@ -135,13 +156,40 @@ func (m *Model) decodeFrame(r residency.Runner, p *pass, x *tensor.Tensor) (*ten
 	return x, nil
 }
 
+// checkTiling refuses, for the Wan 2.2 layout, tiles and strides that
+// are not whole latents: its encoder's shortcuts need every tile to be a
+// multiple of the spatial scale.
+func (m *Model) checkTiling(t Tiling) error {
+	q := m.cfg.SpatialScale()
+	if m.cfg.IsResidual && (t.MinHeight%q != 0 || t.MinWidth%q != 0 || t.StrideHeight%q != 0 || t.StrideWidth%q != 0) {
+		return fmt.Errorf("wanvae: tiling %+v: the Wan 2.2 VAE needs tiles and strides that are multiples of %d pixels", t, q)
+	}
+	return nil
+}
+
+// upLevel runs the upsampler of a decoder level and, in a residual level,
+// adds the DupUp3D shortcut of the level's input. It consumes x.
+func (p *pass) upLevel(x *tensor.Tensor, level *decLevel) *tensor.Tensor {
+	x = p.upsample(x, level.up)
+	if level.dup == nil {
+		return x
+	}
+	h := p.dupUp(p.short, level.dup, p.first)
+	p.dropShort()
+	p.ops.AddInPlace(x, h)
+	h.Free()
+	return x
+}
+
 // DecodeTiled is AutoencoderKLWan.tiled_decode: the latents are cut into
-// tiles of t.MinHeight/8 × t.MinWidth/8 every t.StrideHeight/8 ×
-// t.StrideWidth/8 latents, each decoded on its own (all frames, own
-// cache), each blended with the tile above and the tile to its left over
-// MinHeight-StrideHeight and MinWidth-StrideWidth pixels with linear
-// ramps, cropped to the stride, assembled and clamped. Only the previous
-// row's bottom edges and the previous tile's right edge are kept.
+// tiles of t.MinHeight/s × t.MinWidth/s every t.StrideHeight/s ×
+// t.StrideWidth/s latents (s = Config.SpatialScale), each decoded on its
+// own (all frames, own cache), each blended with the tile above and the
+// tile to its left over MinHeight-StrideHeight and MinWidth-StrideWidth
+// pixels with linear ramps, cropped to the stride, assembled and clamped.
+// With patching (Wan 2.2) blending, cropping and assembly count patches
+// of p × p pixels, as diffusers does before it unpatches. Only the
+// previous row's bottom edges and the previous tile's right edge are kept.
 func (m *Model) DecodeTiled(r residency.Runner, ops *tensor.Ops, z *tensor.Tensor, t Tiling) (*tensor.Tensor, error) {
 	if err := m.checkDecode(ops, z); err != nil {
 		return nil, err
@@ -150,13 +198,19 @@ func (m *Model) DecodeTiled(r residency.Runner, ops *tensor.Ops, z *tensor.Tenso
 	if err := t.validate(scale); err != nil {
 		return nil, err
 	}
-	s := z.Shape()
+	if err := m.checkTiling(t); err != nil {
+		return nil, err
+	}
+	// Tiles are decoded, blended and cropped still patched (in units of
+	// patch pixels), as diffusers does, and unpatched row by row.
+	s, pt := z.Shape(), m.cfg.patch()
 	g := tileGrid{
 		inH: s[3], inW: s[4],
 		tileH: t.MinHeight / scale, tileW: t.MinWidth / scale,
 		strideH: t.StrideHeight / scale, strideW: t.StrideWidth / scale,
-		blendH: t.MinHeight - t.StrideHeight, blendW: t.MinWidth - t.StrideWidth,
-		cropH: t.StrideHeight, cropW: t.StrideWidth,
+		blendH: t.MinHeight/pt - t.StrideHeight/pt, blendW: t.MinWidth/pt - t.StrideWidth/pt,
+		cropH: t.StrideHeight / pt, cropW: t.StrideWidth / pt,
+		patch: pt,
 	}
 	progress := m.progress(g.count() * s[2])
 	decodeTile := func(y0, x0, h, w int) (*tensor.Tensor, error) {
@@ -164,14 +218,14 @@ func (m *Model) DecodeTiled(r residency.Runner, ops *tensor.Ops, z *tensor.Tenso
 		tile := ops.Narrow(rows, 4, x0, w)
 		rows.Free()
 		defer tile.Free()
-		out := m.emptyVideo(ops, tile)
-		if err := m.decodeInto(r, ops, tile, out, progress); err != nil {
+		out := m.emptyVideo(ops, tile, true)
+		if err := m.decodeInto(r, ops, tile, out, false, progress); err != nil {
 			out.Free()
 			return nil, fmt.Errorf("tile at latent (%d, %d): %w", y0, x0, err)
 		}
 		return out, nil
 	}
-	out := m.emptyVideo(ops, z)
+	out := m.emptyVideo(ops, z, false)
 	if err := g.assemble(ops, out, decodeTile); err != nil {
 		out.Free()
 		return nil, err

@@ -14,7 +14,8 @@ const encodeChunk = 4
 
 // Encode turns video [B, in_channels, F, H, W] (float32 in [-1, 1] on ops'
 // device) into the latent distribution's mean and log-variance (clamped to
-// [-30, 20]), each [B, z_dim, 1+(F-1)/4, H/8, W/8]; see Std. As in
+// [-30, 20]), each [B, z_dim, 1+(F-1)/4, H/s, W/s] (s =
+// Config.SpatialScale); see Std. As in
 // diffusers, frames after the last whole chunk of 4 are ignored. When
 // Options.Tiling is set and the video is wider or taller than one tile, it
 // encodes in tiles (EncodeTiled). The caller frees both results.
@@ -42,7 +43,15 @@ func (m *Model) checkEncode(ops *tensor.Ops, video *tensor.Tensor) error {
 	if err := ops.Err(); err != nil {
 		return fmt.Errorf("wanvae: ops already failed: %w", err)
 	}
-	return checkInput("video", video, m.cfg.InChannels)
+	if err := checkInput("video", video, m.cfg.VideoChannels()); err != nil {
+		return err
+	}
+	if m.cfg.IsResidual {
+		if q := m.cfg.SpatialScale(); video.Dim(3)%q != 0 || video.Dim(4)%q != 0 {
+			return fmt.Errorf("wanvae: video %dx%d: the Wan 2.2 VAE encodes heights and widths that are multiples of %d", video.Dim(3), video.Dim(4), q)
+		}
+	}
+	return nil
 }
 
 // encodeChunks is the number of chunks (and latent frames) of f frames.
@@ -75,11 +84,12 @@ func (m *Model) posterior(ops *tensor.Ops, h *tensor.Tensor) (mean, logvar *tens
 
 // encodeRaw runs the encoder and quant_conv over video chunk by chunk
 // (frames [0, 1), then [1, 5), [5, 9), ...) and returns the moments
-// [B, 2·z_dim, chunks, H/8, W/8]. quant_conv (1×1×1) is applied per chunk:
+// [B, 2·z_dim, chunks, H/s, W/s], patching each chunk first. quant_conv (1×1×1) is applied per chunk:
 // the same arithmetic per position as applying it to the joined result.
 func (m *Model) encodeRaw(r residency.Runner, ops *tensor.Ops, video *tensor.Tensor, chunkDone func()) (*tensor.Tensor, error) {
 	p := &pass{ops: ops}
 	defer p.cache.free()
+	defer p.dropShort()
 	var outs []*tensor.Tensor
 	defer func() { tensor.Free(outs...) }()
 	for i := range encodeChunks(video.Dim(2)) {
@@ -88,7 +98,8 @@ func (m *Model) encodeRaw(r residency.Runner, ops *tensor.Ops, video *tensor.Ten
 		if i > 0 {
 			start, n = 1+encodeChunk*(i-1), encodeChunk
 		}
-		y, err := m.encodeChunk(r, p, ops.Narrow(video, 2, start, n))
+		chunk := patchify(ops, ops.Narrow(video, 2, start, n), m.cfg.patch())
+		y, err := m.encodeChunk(r, p, chunk)
 		if err != nil {
 			return nil, err
 		}
@@ -114,11 +125,7 @@ func (m *Model) encodeChunk(r residency.Runner, p *pass, x *tensor.Tensor) (*ten
 		if err != nil {
 			break
 		}
-		if l.res != nil {
-			err = step(e.down[k], func(x *tensor.Tensor) *tensor.Tensor { return p.resBlock(x, l.res) })
-		} else {
-			err = step(e.down[k], func(x *tensor.Tensor) *tensor.Tensor { return p.downsample(x, l.down) })
-		}
+		err = step(e.down[k], func(x *tensor.Tensor) *tensor.Tensor { return p.encLayer(x, l) })
 	}
 	if err == nil {
 		err = step(e.mid, func(x *tensor.Tensor) *tensor.Tensor { return p.mid(x, &m.encMid) })
@@ -138,11 +145,35 @@ func (m *Model) encodeChunk(r residency.Runner, p *pass, x *tensor.Tensor) (*ten
 	return x, nil
 }
 
+// encLayer runs one layer of the encoder's down path. In a residual level
+// the first layer takes the AvgDown3D shortcut of its input (computed up
+// front: it is smaller than the input it would otherwise keep) and the
+// last adds it to its output. It consumes x.
+func (p *pass) encLayer(x *tensor.Tensor, l encLayer) *tensor.Tensor {
+	if l.avg != nil {
+		p.dropShort()
+		p.short = p.avgDown(x, l.avg)
+	}
+	if l.res != nil {
+		x = p.resBlock(x, l.res)
+	} else {
+		x = p.downsample(x, l.down)
+	}
+	if l.closes {
+		p.ops.AddInPlace(x, p.short)
+		p.dropShort()
+	}
+	return x
+}
+
 // EncodeTiled is AutoencoderKLWan.tiled_encode: the video is cut into
 // tiles of t.MinHeight × t.MinWidth pixels every t.StrideHeight ×
 // t.StrideWidth, each encoded on its own, blended with the tile above and
-// to the left over (Min-Stride)/8 latents, cropped to Stride/8 latents and
-// assembled; then split into mean and log-variance as Encode does.
+// to the left over (Min-Stride)/s latents, cropped to Stride/s latents and
+// assembled; then split into mean and log-variance as Encode does. With
+// patching (Wan 2.2) the grid counts patches, as diffusers 0.40 does once
+// it has patched the video (its fix of the tiled encode for patch_size,
+// huggingface/diffusers#12753).
 func (m *Model) EncodeTiled(r residency.Runner, ops *tensor.Ops, video *tensor.Tensor, t Tiling) (mean, logvar *tensor.Tensor, err error) {
 	if err := m.checkEncode(ops, video); err != nil {
 		return nil, nil, err
@@ -151,24 +182,29 @@ func (m *Model) EncodeTiled(r residency.Runner, ops *tensor.Ops, video *tensor.T
 	if err := t.validate(scale); err != nil {
 		return nil, nil, err
 	}
-	s := video.Shape()
+	if err := m.checkTiling(t); err != nil {
+		return nil, nil, err
+	}
+	// As diffusers, the grid runs over the patched video (units of patch
+	// pixels); each tile is cut from the video and patched chunk by chunk.
+	s, pt, enc := video.Shape(), m.cfg.patch(), m.cfg.encoderScale()
 	g := tileGrid{
-		inH: s[3], inW: s[4],
-		tileH: t.MinHeight, tileW: t.MinWidth,
-		strideH: t.StrideHeight, strideW: t.StrideWidth,
-		blendH: t.MinHeight/scale - t.StrideHeight/scale, blendW: t.MinWidth/scale - t.StrideWidth/scale,
-		cropH: t.StrideHeight / scale, cropW: t.StrideWidth / scale,
+		inH: s[3] / pt, inW: s[4] / pt,
+		tileH: t.MinHeight / pt, tileW: t.MinWidth / pt,
+		strideH: t.StrideHeight / pt, strideW: t.StrideWidth / pt,
+		blendH: t.MinHeight/pt/enc - t.StrideHeight/pt/enc, blendW: t.MinWidth/pt/enc - t.StrideWidth/pt/enc,
+		cropH: t.StrideHeight / pt / enc, cropW: t.StrideWidth / pt / enc,
 	}
 	chunks := encodeChunks(s[2])
 	progress := m.progress(g.count() * chunks)
 	encodeTile := func(y0, x0, h, w int) (*tensor.Tensor, error) {
-		rows := ops.Narrow(video, 3, y0, h)
-		tile := ops.Narrow(rows, 4, x0, w)
+		rows := ops.Narrow(video, 3, y0*pt, h*pt)
+		tile := ops.Narrow(rows, 4, x0*pt, w*pt)
 		rows.Free()
 		defer tile.Free()
 		out, err := m.encodeRaw(r, ops, tile, progress)
 		if err != nil {
-			return nil, fmt.Errorf("tile at pixel (%d, %d): %w", y0, x0, err)
+			return nil, fmt.Errorf("tile at pixel (%d, %d): %w", y0*pt, x0*pt, err)
 		}
 		return out, nil
 	}

@@ -24,38 +24,42 @@ func TestParamsMatchGoldenCheckpoint(t *testing.T) {
 
 // TestParamsMatchBlocks checks that every declared block binds exactly the
 // weights Params assigns to it (the executor resolves names from the w
-// tags, the planner sizes blocks from Params), for the golden architecture
-// and the real one.
+// tags, the planner sizes blocks from Params), for the golden
+// architectures and the real ones of both layouts.
 func TestParamsMatchBlocks(t *testing.T) {
-	g := loadGolden(t)
 	for _, tc := range []struct {
 		name string
 		cfg  Config
-	}{{"golden", g.cfg}, {"wan2.1", ConfigWan21()}} {
-		t.Run(tc.name, func(t *testing.T) {
-			src := shapeSource(tc.cfg)
-			r := newRig(t, nil, nil)
-			m := New(tc.cfg)
-			comp := m.Component("vae", src)
-			if err := r.ex.Register(comp); err != nil { // fails on any tag Params lacks
-				t.Fatal(err)
-			}
-			bytes, count := map[string]int64{}, map[string]int{}
-			for _, p := range tc.cfg.Params() {
-				bytes["vae."+p.Block] += int64(4 * tensor.NumElems(p.Shape))
-				count["vae."+p.Block]++
-			}
-			for _, b := range comp.Blocks {
-				// Block.Bytes pads each tensor to 64 bytes.
-				if b.Bytes() < bytes[b.Name] || b.Bytes() > bytes[b.Name]+64*int64(count[b.Name]) {
-					t.Errorf("block %s binds %d bytes, Params say %d", b.Name, b.Bytes(), bytes[b.Name])
-				}
-				delete(bytes, b.Name)
-			}
-			if len(bytes) != 0 {
-				t.Errorf("Params name blocks the component does not declare: %v", bytes)
-			}
-		})
+	}{
+		{"golden", loadGolden(t).cfg}, {"wan2.1", ConfigWan21()},
+		{"golden-wan2.2", loadGolden22(t).cfg}, {"wan2.2", ConfigWan22()},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkParamsMatchBlocks(t, tc.cfg) })
+	}
+}
+
+func checkParamsMatchBlocks(t *testing.T, cfg Config) {
+	src := shapeSource(cfg)
+	r := newRig(t, nil, nil)
+	m := New(cfg)
+	comp := m.Component("vae", src)
+	if err := r.ex.Register(comp); err != nil { // fails on any tag Params lacks
+		t.Fatal(err)
+	}
+	bytes, count := map[string]int64{}, map[string]int{}
+	for _, p := range cfg.Params() {
+		bytes["vae."+p.Block] += int64(4 * tensor.NumElems(p.Shape))
+		count["vae."+p.Block]++
+	}
+	for _, b := range comp.Blocks {
+		// Block.Bytes pads each tensor to 64 bytes.
+		if b.Bytes() < bytes[b.Name] || b.Bytes() > bytes[b.Name]+64*int64(count[b.Name]) {
+			t.Errorf("block %s binds %d bytes, Params say %d", b.Name, b.Bytes(), bytes[b.Name])
+		}
+		delete(bytes, b.Name)
+	}
+	if len(bytes) != 0 {
+		t.Errorf("Params name blocks the component does not declare: %v", bytes)
 	}
 }
 

@@ -54,6 +54,19 @@ func (c *featCache) free() {
 type pass struct {
 	ops   *tensor.Ops
 	cache featCache
+	// first is set while the decoder runs its first latent frame (the
+	// reference's first_chunk).
+	first bool
+	// short is what a residual level holds between its blocks: the
+	// encoder's averaged shortcut, or the decoder level's input.
+	short *tensor.Tensor
+}
+
+// dropShort frees what a residual level held, if anything: when the
+// level ends, and after a failure.
+func (p *pass) dropShort() {
+	p.short.Free()
+	p.short = nil
 }
 
 // run runs fn inside block b, turning a failed op into b's error.

@@ -154,17 +154,27 @@ type decOutWeights struct {
 	Conv conv           `w:"decoder.conv_out"`
 }
 
-// encLayer is one entry of encoder.down_blocks: a residual block or a
-// downsampler.
+// encLayer is one entry of encoder.down_blocks (Wan 2.1) or one layer of
+// a WanResidualDownBlock (Wan 2.2): a residual block or a downsampler.
 type encLayer struct {
-	res  *resLayer
-	down *resampleLayer
+	res    *resLayer
+	down   *resampleLayer
+	prefix string
+	// avg (first layer of a residual level) is the shortcut taken from
+	// the layer's input; closes (last layer) adds it to the output.
+	avg    *shortcutSpec
+	closes bool
 }
 
 // decLevel is one of decoder.up_blocks.
 type decLevel struct {
-	res []*resLayer
-	up  *resampleLayer // nil on the last level
+	res       []*resLayer
+	resPrefix []string
+	up        *resampleLayer // nil on the last level
+	upPrefix  string
+	// dup is the DupUp3D shortcut of a residual level: the level's input,
+	// duplicated, is added to the upsampler's output.
+	dup *shortcutSpec
 }
 
 // encBlocks and decBlocks are the declared residency blocks, in the order
@@ -208,19 +218,22 @@ type Model struct {
 func New(cfg Config) *Model {
 	m := &Model{cfg: cfg}
 	for _, l := range cfg.encoderLayers() {
+		e := encLayer{prefix: l.prefix, avg: l.avg, closes: l.closes}
 		if l.kind == resLayerKind {
-			m.encDown = append(m.encDown, encLayer{res: &resLayer{in: l.in, out: l.out}})
+			e.res = &resLayer{in: l.in, out: l.out}
 		} else {
-			m.encDown = append(m.encDown, encLayer{down: &resampleLayer{temporal: l.temporal}})
+			e.down = &resampleLayer{temporal: l.temporal}
 		}
+		m.encDown = append(m.encDown, e)
 	}
-	for _, level := range cfg.decoderLevels() {
-		var d decLevel
+	for i, level := range cfg.decoderLevels() {
+		d := decLevel{dup: cfg.dupUp(i)}
 		for _, l := range level {
 			if l.kind == resLayerKind {
 				d.res = append(d.res, &resLayer{in: l.in, out: l.out})
+				d.resPrefix = append(d.resPrefix, l.prefix)
 			} else {
-				d.up = &resampleLayer{temporal: l.temporal}
+				d.up, d.upPrefix = &resampleLayer{temporal: l.temporal}, l.prefix
 			}
 		}
 		m.decUp = append(m.decUp, d)
@@ -277,7 +290,7 @@ func (m *Model) declareEncoder(name string) []*residency.Block {
 		} else {
 			w = l.down.weights()
 		}
-		b := block(name, encDownBlock(k), fmt.Sprintf("encoder.down_blocks.%d.", k), w)
+		b := block(name, encDownBlock(k), l.prefix, w)
 		e.down = append(e.down, b)
 		all = append(all, b)
 	}
@@ -295,14 +308,14 @@ func (m *Model) declareDecoder(name string) []*residency.Block {
 	for i, level := range m.decUp {
 		var res []*residency.Block
 		for j, l := range level.res {
-			b := block(name, decResBlock(i, j), fmt.Sprintf("decoder.up_blocks.%d.resnets.%d.", i, j), l.weights())
+			b := block(name, decResBlock(i, j), level.resPrefix[j], l.weights())
 			res = append(res, b)
 			all = append(all, b)
 		}
 		d.res = append(d.res, res)
 		var up *residency.Block
 		if level.up != nil {
-			up = block(name, decUpsampleBlock(i), fmt.Sprintf("decoder.up_blocks.%d.upsamplers.0.", i), level.up.weights())
+			up = block(name, decUpsampleBlock(i), level.upPrefix, level.up.weights())
 			all = append(all, up)
 		}
 		d.up = append(d.up, up)

@@ -38,48 +38,108 @@ const (
 type layerSpec struct {
 	kind     layerKind
 	in, out  int
-	temporal bool // a resampler that also halves or doubles the frames
+	temporal bool   // a resampler that also halves or doubles the frames
+	prefix   string // its checkpoint names' prefix, e.g. "encoder.down_blocks.2."
+	// In the residual (Wan 2.2) encoder, avg is set on the first layer of
+	// a WanResidualDownBlock (its shortcut is taken from that layer's
+	// input) and closes on the last (the shortcut is added to its output).
+	avg    *shortcutSpec
+	closes bool
 }
 
-// encoderLayers is diffusers' encoder.down_blocks list: per level
+// shortcutSpec is a parameter-free AvgDown3D or DupUp3D: in and out
+// channels, the temporal and spatial factors.
+type shortcutSpec struct {
+	in, out, ft, fs int
+}
+
+// factor is the number of input positions one output position averages
+// (AvgDown3D) or one input position becomes (DupUp3D).
+func (s shortcutSpec) factor() int { return s.ft * s.fs * s.fs }
+
+// encoderLayers is diffusers' encoder.down_blocks flattened: per level
 // num_res_blocks residual blocks, then a downsampler on every level but
-// the last.
+// the last. Wan 2.1 lists them directly as down_blocks.K; Wan 2.2 groups
+// each level into a WanResidualDownBlock with an AvgDown3D shortcut.
 func (c Config) encoderLayers() []layerSpec {
 	dims := c.encoderDims()
+	last := len(c.DimMult) - 1
 	var ls []layerSpec
 	for i := range c.DimMult {
 		in, out := dims[i], dims[i+1]
-		for range c.NumResBlocks {
-			ls = append(ls, layerSpec{kind: resLayerKind, in: in, out: out})
+		first := len(ls)
+		for j := range c.NumResBlocks {
+			prefix := fmt.Sprintf("encoder.down_blocks.%d.", len(ls))
+			if c.IsResidual {
+				prefix = fmt.Sprintf("encoder.down_blocks.%d.resnets.%d.", i, j)
+			}
+			ls = append(ls, layerSpec{kind: resLayerKind, in: in, out: out, prefix: prefix})
 			in = out
 		}
-		if i != len(c.DimMult)-1 {
-			ls = append(ls, layerSpec{kind: downLayerKind, in: out, out: out, temporal: c.TemperalDownsample[i]})
+		if i != last {
+			prefix := fmt.Sprintf("encoder.down_blocks.%d.", len(ls))
+			if c.IsResidual {
+				prefix = fmt.Sprintf("encoder.down_blocks.%d.downsampler.", i)
+			}
+			ls = append(ls, layerSpec{kind: downLayerKind, in: out, out: out, temporal: c.TemperalDownsample[i], prefix: prefix})
+		}
+		if c.IsResidual {
+			avg := shortcutSpec{in: dims[i], out: out, ft: 1, fs: 1}
+			if i != last {
+				avg.fs = 2
+				if c.TemperalDownsample[i] {
+					avg.ft = 2
+				}
+			}
+			ls[first].avg = &avg
+			ls[len(ls)-1].closes = true
 		}
 	}
 	return ls
 }
 
 // decoderLevels is diffusers' decoder.up_blocks: per level num_res_blocks+1
-// residual blocks, then an upsampler (halving the channels) on every level
-// but the last. Levels after the first read the upsampler's halved output.
+// residual blocks, then an upsampler on every level but the last. In Wan
+// 2.1 the upsampler halves the channels and the next level reads the
+// halved output; in Wan 2.2 it keeps them (upsample_out_dim = out_dim).
 func (c Config) decoderLevels() [][]layerSpec {
 	dims := c.decoderDims()
 	levels := make([][]layerSpec, len(c.DimMult))
 	for i := range c.DimMult {
 		in, out := dims[i], dims[i+1]
-		if i > 0 {
+		if i > 0 && !c.IsResidual {
 			in /= 2
 		}
-		for range c.NumResBlocks + 1 {
-			levels[i] = append(levels[i], layerSpec{kind: resLayerKind, in: in, out: out})
+		for j := range c.NumResBlocks + 1 {
+			prefix := fmt.Sprintf("decoder.up_blocks.%d.resnets.%d.", i, j)
+			levels[i] = append(levels[i], layerSpec{kind: resLayerKind, in: in, out: out, prefix: prefix})
 			in = out
 		}
-		if i != len(c.DimMult)-1 {
-			levels[i] = append(levels[i], layerSpec{kind: upLayerKind, in: out, out: out / 2, temporal: c.temporalUpsample(i)})
+		if i == len(c.DimMult)-1 {
+			continue
 		}
+		up := layerSpec{kind: upLayerKind, in: out, out: out / 2, temporal: c.temporalUpsample(i),
+			prefix: fmt.Sprintf("decoder.up_blocks.%d.upsamplers.0.", i)}
+		if c.IsResidual {
+			up.out, up.prefix = out, fmt.Sprintf("decoder.up_blocks.%d.upsampler.", i)
+		}
+		levels[i] = append(levels[i], up)
 	}
 	return levels
+}
+
+// dupUp is the DupUp3D shortcut of residual decoder level i (nil on the
+// last level, which does not upsample, and in Wan 2.1).
+func (c Config) dupUp(i int) *shortcutSpec {
+	if !c.IsResidual || i == len(c.DimMult)-1 {
+		return nil
+	}
+	dims := c.decoderDims()
+	s := shortcutSpec{in: dims[i], out: dims[i+1], ft: 1, fs: 2}
+	if c.temporalUpsample(i) {
+		s.ft = 2
+	}
+	return &s
 }
 
 // paramList collects ParamSpecs.
@@ -135,7 +195,7 @@ func (c Config) Params() []residency.ParamSpec {
 	enc := c.encoderDims()
 	ps.conv(encInBlock, "encoder.conv_in", enc[0], c.InChannels, 3, 3, 3)
 	for k, l := range c.encoderLayers() {
-		ps.layer(encDownBlock(k), fmt.Sprintf("encoder.down_blocks.%d.", k), l)
+		ps.layer(encDownBlock(k), l.prefix, l)
 	}
 	top := enc[len(enc)-1]
 	ps.mid(encMidBlock, "encoder.mid_block.", top)
@@ -150,10 +210,10 @@ func (c Config) Params() []residency.ParamSpec {
 	for i, level := range c.decoderLevels() {
 		for j, l := range level {
 			if l.kind == upLayerKind {
-				ps.layer(decUpsampleBlock(i), fmt.Sprintf("decoder.up_blocks.%d.upsamplers.0.", i), l)
+				ps.layer(decUpsampleBlock(i), l.prefix, l)
 				continue
 			}
-			ps.layer(decResBlock(i, j), fmt.Sprintf("decoder.up_blocks.%d.resnets.%d.", i, j), l)
+			ps.layer(decResBlock(i, j), l.prefix, l)
 		}
 	}
 	last := dec[len(dec)-1]

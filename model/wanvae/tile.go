@@ -17,7 +17,15 @@ type tileGrid struct {
 	strideH, strideW int
 	blendH, blendW   int
 	cropH, cropW     int
+	// patch, when > 1, says the tiles' outputs are patched (decode of the
+	// Wan 2.2 VAE): each assembled row is unpatched into out, whose height
+	// and width are patch times the grid's.
+	patch int
 }
+
+// unit is how many of out's rows and columns one output unit of the
+// tiles covers.
+func (g tileGrid) unit() int { return max(g.patch, 1) }
 
 // starts is Python's range(0, n, stride).
 func starts(n, stride int) []int {
@@ -83,29 +91,33 @@ func (g tileGrid) assemble(ops *tensor.Ops, out *tensor.Tensor, tile tileFunc) e
 		}
 		at += n
 	}
-	if at < out.Dim(3) {
-		return fmt.Errorf("wanvae: the tiles cover %d of %d rows (use sizes that are multiples of the tile grid)", at, out.Dim(3))
+	if at*g.unit() < out.Dim(3) {
+		return fmt.Errorf("wanvae: the tiles cover %d of %d rows (use sizes that are multiples of the tile grid)", at*g.unit(), out.Dim(3))
 	}
 	return nil
 }
 
 // placeRow joins one row of cropped tiles (which it frees) and writes it
-// into out from row at on, cut to out's width and remaining height. It
-// returns the number of rows written.
+// into out from row at on (in tile output units), cut to out's width and
+// remaining height, unpatched when the grid is patched. It returns the
+// number of rows written, in tile output units.
 func (g tileGrid) placeRow(ops *tensor.Ops, out *tensor.Tensor, crops []*tensor.Tensor, at int) (int, error) {
 	band := ops.Concat(4, crops...)
 	tensor.Free(crops...)
 	defer func() { band.Free() }()
-	if w := out.Dim(4); band.Dim(4) < w {
-		return 0, fmt.Errorf("wanvae: the tiles cover %d of %d columns (use sizes that are multiples of the tile grid)", band.Dim(4), w)
+	u := g.unit()
+	outH, outW := out.Dim(3)/u, out.Dim(4)/u
+	if band.Dim(4) < outW {
+		return 0, fmt.Errorf("wanvae: the tiles cover %d of %d columns (use sizes that are multiples of the tile grid)", band.Dim(4)*u, out.Dim(4))
 	}
-	band = narrowTo(ops, band, 4, out.Dim(4))
-	n := min(band.Dim(3), out.Dim(3)-at)
+	band = narrowTo(ops, band, 4, outW)
+	n := min(band.Dim(3), outH-at)
 	if n <= 0 {
 		return 0, nil
 	}
 	band = narrowTo(ops, band, 3, n)
-	copyInto(ops, out, band, 3, at)
+	band = unpatchify(ops, band, u)
+	copyInto(ops, out, band, 3, at*u)
 	if err := ops.Err(); err != nil {
 		return 0, fmt.Errorf("wanvae: assembling tiles: %w", err)
 	}
