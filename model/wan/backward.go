@@ -86,6 +86,7 @@ func (m *Model) Backward(r residency.Runner, ops *tensor.Ops, tape *Tape, dpred 
 	defer func() { tensor.Free(dh, b.dmods, b.dtemb, b.dtext) }()
 
 	blocks := m.comp.Blocks
+	tape.prefetch(len(m.layers) - 1)
 	if plan.out {
 		err := runBlock(r, ops, blocks[len(blocks)-1], func() { dh = b.outBack(dpred, plan.outIn) })
 		if err != nil {
@@ -97,6 +98,9 @@ func (m *Model) Backward(r residency.Runner, ops *tensor.Ops, tape *Tape, dpred 
 	tape.out = outTape{}
 	for i := len(m.layers) - 1; i >= 0; i-- {
 		if plan.layer[i] {
+			if err := tape.unstash(ops, i, true); err != nil {
+				return fmt.Errorf("wan: %s: %w", blocks[1+i].Name, err)
+			}
 			err := runBlock(r, ops, blocks[1+i], func() {
 				next := b.layerBack(&m.layers[i], i, &tape.layers[i], dh, plan.wantIn[i])
 				dh = next // layerBack has freed the old one
@@ -105,7 +109,7 @@ func (m *Model) Backward(r residency.Runner, ops *tensor.Ops, tape *Tape, dpred 
 				return err
 			}
 		}
-		tape.layers[i].free()
+		tape.release(i)
 	}
 	if plan.patch || plan.mods || plan.text {
 		if err := runBlock(r, ops, blocks[0], func() { b.embedBack(dh, plan) }); err != nil {
@@ -305,13 +309,19 @@ func (b *bwd) modsBack(dmod []*tensor.Tensor, table string) {
 
 // layerBack is block i's backward from dh, the gradient of its output,
 // which it frees. It recomputes the block's activations from its input
-// when the tape dropped them, accumulates the block's parameter gradients
+// when the tape dropped them (all, or all but the self-attention's output
+// and log-sum-exp: selective checkpointing), inside the block's r.Run so
+// that its weights are bound, and accumulates the block's parameter gradients
 // and its shares of b.dmods and b.dtext, and returns the gradient of the
 // block's input when wantIn (nil otherwise).
 func (b *bwd) layerBack(l *layerWeights, i int, lt *layerTape, dh *tensor.Tensor, wantIn bool) *tensor.Tensor {
 	ops, m, p := b.ops, b.m, &b.t.p
-	if lt.saved == nil {
-		out, s := m.layerTrain(ops, l, p, lt.in)
+	if !lt.saved.complete() {
+		var kept *attnSaved
+		if lt.saved != nil {
+			kept = lt.saved.attn1
+		}
+		out, s := m.layerTrain(ops, l, p, lt.in, kept)
 		out.Free()
 		lt.saved = s
 	}

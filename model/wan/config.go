@@ -1,5 +1,9 @@
-// Package wan is the Wan 2.1 video diffusion transformer, diffusers'
-// WanTransformer3DModel (text-to-video; the 1.3B and 14B checkpoints).
+// Package wan is the Wan video diffusion transformer, diffusers'
+// WanTransformer3DModel: Wan 2.1 text-to-video (1.3B, 14B) and
+// image-to-video (I2V-14B: CLIP image embeddings through an image
+// embedder and image attention; FLF2V with a learned position embedding
+// of the image tokens), and Wan 2.2 (T2V-A14B's experts, TI2V-5B with one
+// timestep per token, see Inputs.TokenTimesteps).
 //
 // A forward pass patchifies the latent video [B, C, F, H, W] into tokens
 // (a Conv3d whose kernel equals its stride, computed here as a patch
@@ -40,7 +44,10 @@ type Config struct {
 	Eps               float64 `json:"eps"`
 	RopeMaxSeqLen     int     `json:"rope_max_seq_len"`
 
-	// Image conditioning (I2V and FLF2V checkpoints); not supported yet.
+	// Image conditioning (Wan 2.1 I2V and FLF2V checkpoints): the CLIP
+	// hidden states' width, the image attention's key/value input width
+	// (the model width: the image embedder projects to it) and, for FLF2V,
+	// the learned position embedding's length (two images' tokens).
 	ImageDim       *int `json:"image_dim"`
 	AddedKVProjDim *int `json:"added_kv_proj_dim"`
 	PosEmbedSeqLen *int `json:"pos_embed_seq_len"`
@@ -78,6 +85,29 @@ func Config1_3B() Config {
 // Config14B is Wan-AI/Wan2.1-T2V-14B-Diffusers' transformer: 40 heads of
 // 128 (dim 5120), 40 layers, feed-forward 13824.
 func Config14B() Config { return defaults() }
+
+// ConfigI2V14B is Wan-AI/Wan2.1-I2V-14B-{480P,720P}-Diffusers'
+// transformer: the 14B with 36 input channels (16 latent, 4 mask, 16
+// condition), CLIP image embeddings of width 1280 and image attention.
+func ConfigI2V14B() Config {
+	c := defaults()
+	c.InChannels = 36
+	c.ImageDim, c.AddedKVProjDim = ptrTo(1280), ptrTo(c.InnerDim())
+	return c
+}
+
+// ConfigTI2V5B is Wan-AI/Wan2.2-TI2V-5B-Diffusers' transformer: 24 heads of
+// 128 (dim 3072), 30 layers, feed-forward 14336, the Wan 2.2 VAE's 48
+// latent channels in and out. Its pipelines give it one timestep per token
+// (expand_timesteps).
+func ConfigTI2V5B() Config {
+	c := defaults()
+	c.NumAttentionHeads, c.NumLayers, c.FFNDim = 24, 30, 14336
+	c.InChannels, c.OutChannels = 48, 48
+	return c
+}
+
+func ptrTo(v int) *int { return &v }
 
 // ParseConfig reads a config.json, fills missing keys with the reference's
 // constructor defaults and validates the result.
@@ -128,10 +158,60 @@ func (c Config) Validate() error {
 	// builds norm_q and norm_k as RMSNorm over heads·head_dim with a
 	// weight. So every value (null, "rms_norm", ...) runs the across-heads
 	// norm, as here.
-	if c.ImageDim != nil || c.AddedKVProjDim != nil {
-		return fmt.Errorf("wan config: image conditioning (image_dim, added_kv_proj_dim: an I2V/FLF2V checkpoint) is not supported yet; only text-to-video")
+	return c.validateImage()
+}
+
+// validateImage checks the image conditioning keys. diffusers builds the
+// image embedder from image_dim and the image attention from
+// added_kv_proj_dim independently, but only both together (with the
+// attention's input as wide as the embedder's output) make a model its
+// forward can run: without the attention the image tokens would be
+// attended as text, without the embedder there is nothing to attend.
+func (c Config) validateImage() error {
+	if c.ImageDim == nil && c.AddedKVProjDim == nil {
+		if c.PosEmbedSeqLen != nil {
+			return fmt.Errorf("wan config: pos_embed_seq_len %d without image_dim: the position embedding belongs to the image embedder; set image_dim or remove pos_embed_seq_len", *c.PosEmbedSeqLen)
+		}
+		return nil
+	}
+	if c.ImageDim == nil || c.AddedKVProjDim == nil {
+		return fmt.Errorf("wan config: image_dim and added_kv_proj_dim must be set together (an image-to-video checkpoint has both), got image_dim %s and added_kv_proj_dim %s",
+			intOrNull(c.ImageDim), intOrNull(c.AddedKVProjDim))
+	}
+	if *c.ImageDim <= 0 {
+		return fmt.Errorf("wan config: image_dim must be > 0, got %d", *c.ImageDim)
+	}
+	if *c.AddedKVProjDim != c.InnerDim() {
+		return fmt.Errorf("wan config: added_kv_proj_dim %d must equal the model width %d (heads × head_dim): the image embedder projects to that width",
+			*c.AddedKVProjDim, c.InnerDim())
+	}
+	// The embedder views the image tokens of two images as one sequence of
+	// pos_embed_seq_len rows, so it must be even.
+	if p := c.PosEmbedSeqLen; p != nil && (*p <= 0 || *p%2 != 0) {
+		return fmt.Errorf("wan config: pos_embed_seq_len must be a positive even number (two images' tokens), got %d", *p)
 	}
 	return nil
+}
+
+func intOrNull(p *int) string {
+	if p == nil {
+		return "null"
+	}
+	return fmt.Sprint(*p)
+}
+
+// HasImage reports whether the model takes image embeddings (image_dim
+// and added_kv_proj_dim: Wan 2.1 I2V and FLF2V).
+func (c Config) HasImage() bool { return c.ImageDim != nil && c.AddedKVProjDim != nil }
+
+// ImageTokens is how many image rows one sample's image embeddings must
+// have after the FLF2V view: pos_embed_seq_len, or 0 when any count is
+// accepted (I2V without a position embedding).
+func (c Config) ImageTokens() int {
+	if c.PosEmbedSeqLen == nil {
+		return 0
+	}
+	return *c.PosEmbedSeqLen
 }
 
 // InnerDim is the model width, heads × head_dim (1536 for 1.3B).
@@ -139,3 +219,17 @@ func (c Config) InnerDim() int { return c.NumAttentionHeads * c.AttentionHeadDim
 
 // PatchVolume is the number of latent positions one token covers.
 func (c Config) PatchVolume() int { return c.PatchSize[0] * c.PatchSize[1] * c.PatchSize[2] }
+
+// Trainable says why the training pass (ForwardTrain, TrainBlock) cannot
+// run this config: it has no backward for the image embedder and the image
+// attention, and no input for the condition channels of image-to-video
+// checkpoints (in_channels ≠ out_channels). Per-token timesteps cannot
+// reach it (it takes one timestep per sample), so the TI2V-5B trains as a
+// text-to-video model.
+func (c Config) Trainable() error {
+	if c.HasImage() || c.InChannels != c.OutChannels {
+		return fmt.Errorf("wan: training image-to-video transformers (image_dim %s, in_channels %d, out_channels %d) is not supported; only text-to-video ones train",
+			intOrNull(c.ImageDim), c.InChannels, c.OutChannels)
+	}
+	return nil
+}

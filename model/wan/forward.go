@@ -15,19 +15,50 @@ type pass struct {
 	batch, tokens int
 	grid          ropeGrid
 	hidden        *tensor.Tensor // [B, L, dim], updated in place by every block
-	temb          *tensor.Tensor // time embedding [B, dim] (the output adaLN's input)
-	mods          *tensor.Tensor // time_proj output [B, 6, dim] (the blocks' adaLN input)
-	text          *tensor.Tensor // projected text context [B, Ltext, dim]
-	cos, sin      *tensor.Tensor // RoPE tables [L, head_dim/2], float64
+	// temb and mods are per sample ([B, dim] and [B, 6, dim]) or, with
+	// per-token timesteps, per distinct timestep ([G, dim], [G, 6, dim];
+	// runs says which tokens use which row).
+	temb     *tensor.Tensor // time embedding (the output adaLN's input)
+	mods     *tensor.Tensor // time_proj output (the blocks' adaLN input)
+	text     *tensor.Tensor // projected text context [B, Ltext, dim]
+	image    *tensor.Tensor // image tokens the image attention reads [B, Limg, dim]; nil without image conditioning
+	runs     []tokenRun     // per-token timesteps (see groupTimesteps); nil with one timestep per sample
+	cos, sin *tensor.Tensor // RoPE tables [L, head_dim/2], float64
 }
 
-func (p *pass) free() { tensor.Free(p.hidden, p.temb, p.mods, p.text, p.cos, p.sin) }
+func (p *pass) free() { tensor.Free(p.hidden, p.temb, p.mods, p.text, p.image, p.cos, p.sin) }
+
+// Inputs are what a forward pass is conditioned on besides the latents.
+type Inputs struct {
+	// Timesteps holds one timestep per sample ([B]; they may differ): the
+	// Wan 2.1 and Wan 2.2 A14B pipelines.
+	Timesteps []float32
+	// TokenTimesteps holds one timestep per token instead, [B, L] row-major
+	// with L = (F/pt)·(H/ph)·(W/pw) tokens in (frame, row, column) order:
+	// the expand_timesteps of the Wan 2.2 TI2V pipelines (ExpandTimesteps
+	// builds it). Set exactly one of Timesteps and TokenTimesteps. The
+	// modulation is computed once per distinct value, never per token.
+	TokenTimesteps []float32
+	// Context is the text encoder's hidden states [B, Ltext, text_dim].
+	Context *tensor.Tensor
+	// Image is the image encoder's hidden states for image-conditioned
+	// checkpoints (Config.HasImage) and must be nil otherwise: float32
+	// [B, Limg, image_dim] (CLIP's penultimate layer, Limg 257) or, with
+	// pos_embed_seq_len P (FLF2V), [2B, P/2, image_dim] whose rows 2b and
+	// 2b+1 (first and last frame) are sample b's. Like the reference, the
+	// image attention reads the first Limg+Ltext−512 rows of the
+	// concatenation [image; text] and the text attention the last 512, so
+	// Ltext should be 512 (the pipelines pad it so) and Limg+Ltext must
+	// exceed 512.
+	Image *tensor.Tensor
+}
 
 // Forward runs the transformer: latents [B, in_channels, F, H, W] (float32
 // on ops' device), one timestep per sample (they may differ), the text
 // encoder's hidden states context [B, Ltext, text_dim]. It returns the
 // prediction [B, out_channels, F, H, W] on ops' device; the caller frees
-// it. F, H and W must be multiples of the patch size.
+// it. F, H and W must be multiples of the patch size. Image-conditioned
+// checkpoints and per-token timesteps go through ForwardInputs.
 //
 // Besides one block's temporaries a pass holds the hidden states
 // [B, L, dim], the projected text [B, Ltext, dim] and the RoPE tables
@@ -38,24 +69,27 @@ func (p *pass) free() { tensor.Free(p.hidden, p.temb, p.mods, p.text, p.cos, p.s
 // 9 TFLOP for the 1.3B model at 480×832×81), so the device holds no more
 // after a pass than before it.
 func (m *Model) Forward(r residency.Runner, ops *tensor.Ops, latents *tensor.Tensor, timesteps []float32, context *tensor.Tensor) (*tensor.Tensor, error) {
+	return m.ForwardInputs(r, ops, latents, Inputs{Timesteps: timesteps, Context: context})
+}
+
+// ForwardInputs is Forward with every input the reference's forward
+// takes: per-sample or per-token timesteps and, for image-to-video
+// checkpoints, the image embeddings (see Inputs). An image-conditioned
+// pass also holds the image tokens [B, Limg, dim].
+func (m *Model) ForwardInputs(r residency.Runner, ops *tensor.Ops, latents *tensor.Tensor, in Inputs) (*tensor.Tensor, error) {
 	if m.comp == nil {
 		return nil, errors.New("wan: Component must be declared (and registered) before Forward")
 	}
 	if err := ops.Err(); err != nil {
 		return nil, fmt.Errorf("wan: ops already failed: %w", err)
 	}
-	if err := m.checkInputs(latents, timesteps, context); err != nil {
-		return nil, err
-	}
-	s := latents.Shape()
-	grid, err := m.cfg.newRopeGrid(s[2], s[3], s[4])
+	p, ts, err := m.newPass(latents, in)
 	if err != nil {
 		return nil, err
 	}
-	p := &pass{batch: s[0], tokens: grid.tokens(), grid: grid}
 	defer p.free()
 
-	cos, sin := grid.ropeHalves()
+	cos, sin := p.grid.ropeHalves()
 	half := m.cfg.AttentionHeadDim / 2
 	p.cos = ops.UploadF64(cos, p.tokens, half)
 	p.sin = ops.UploadF64(sin, p.tokens, half)
@@ -68,7 +102,7 @@ func (m *Model) Forward(r residency.Runner, ops *tensor.Ops, latents *tensor.Ten
 		}
 		return nil
 	}
-	if err := run(blocks[0], func() { m.embedForward(ops, p, latents, timesteps, context) }); err != nil {
+	if err := run(blocks[0], func() { m.embedForward(ops, p, latents, ts, in.Context, in.Image) }); err != nil {
 		return nil, err
 	}
 	for i := range m.layers {
@@ -83,6 +117,85 @@ func (m *Model) Forward(r residency.Runner, ops *tensor.Ops, latents *tensor.Ten
 		return nil, err
 	}
 	return out, nil
+}
+
+// newPass validates a pass's inputs and sets up its token grid and, with
+// per-token timesteps, their runs. It returns the timesteps to embed: one
+// per sample, or one per distinct per-token value.
+func (m *Model) newPass(latents *tensor.Tensor, in Inputs) (*pass, []float32, error) {
+	perToken := in.TokenTimesteps != nil
+	if perToken == (in.Timesteps != nil) {
+		return nil, nil, errors.New("wan: set exactly one of Inputs.Timesteps (one per sample) and Inputs.TokenTimesteps (one per token)")
+	}
+	ts := in.Timesteps
+	if perToken && latents != nil && latents.Rank() > 0 {
+		// checkInputs counts per-sample timesteps; per-token ones are
+		// counted below, once the token grid is known.
+		ts = make([]float32, latents.Dim(0))
+	}
+	if err := m.checkInputs(latents, ts, in.Context); err != nil {
+		return nil, nil, err
+	}
+	if err := m.checkImage(latents.Dim(0), in.Context.Dim(1), in.Image); err != nil {
+		return nil, nil, err
+	}
+	s := latents.Shape()
+	grid, err := m.cfg.newRopeGrid(s[2], s[3], s[4])
+	if err != nil {
+		return nil, nil, err
+	}
+	p := &pass{batch: s[0], tokens: grid.tokens(), grid: grid}
+	if !perToken {
+		return p, in.Timesteps, nil
+	}
+	if len(in.TokenTimesteps) != p.batch*p.tokens {
+		return nil, nil, fmt.Errorf("wan: %d per-token timesteps for %d samples of %d tokens (want [B, L] = %d)",
+			len(in.TokenTimesteps), p.batch, p.tokens, p.batch*p.tokens)
+	}
+	values, runs := groupTimesteps(in.TokenTimesteps, p.batch, p.tokens)
+	if m.ungrouped {
+		values, runs = ungroupedTimesteps(in.TokenTimesteps, p.batch, p.tokens)
+	}
+	p.runs = runs
+	return p, values, nil
+}
+
+// textContextLen is the text length the reference's attention processor
+// assumes when it splits [image; text] ("hardcoded for now" in diffusers).
+const textContextLen = 512
+
+// checkImage validates the image embeddings against the config.
+func (m *Model) checkImage(batch, textLen int, image *tensor.Tensor) error {
+	c := m.cfg
+	if !c.HasImage() {
+		if image != nil {
+			return fmt.Errorf("wan: image embeddings %v given to a transformer without image conditioning (no image_dim in its config)", image)
+		}
+		return nil
+	}
+	if image == nil {
+		return fmt.Errorf("wan: this transformer is image-conditioned (image_dim %d): pass the image encoder's hidden states in Inputs.Image", *c.ImageDim)
+	}
+	s := image.Shape()
+	if image.Rank() != 3 || image.DType() != dtype.F32 || s[2] != *c.ImageDim || s[1] == 0 {
+		return fmt.Errorf("wan: image embeddings %v, want float32 [B, Limg, %d]", image, *c.ImageDim)
+	}
+	rows := s[1]
+	if p := c.ImageTokens(); p > 0 {
+		// WanImageEmbedding views [2B, P/2, E] as [B, P, E] to add pos_embed.
+		if s[0] != 2*batch || 2*s[1] != p {
+			return fmt.Errorf("wan: image embeddings %v, want [%d, %d, %d]: two images per sample of %d tokens each (pos_embed_seq_len %d)",
+				image, 2*batch, p/2, *c.ImageDim, p/2, p)
+		}
+		rows = p
+	} else if s[0] != batch {
+		return fmt.Errorf("wan: image embeddings %v, want float32 [%d, Limg, %d]", image, batch, *c.ImageDim)
+	}
+	if rows+textLen <= textContextLen {
+		return fmt.Errorf("wan: %d image and %d text tokens: the image attention reads the first (image+text−%d) of them, so there must be more than %d; pad the text context to %d tokens",
+			rows, textLen, textContextLen, textContextLen, textContextLen)
+	}
+	return nil
 }
 
 // checkInputs validates the shapes Forward is given.
@@ -128,9 +241,10 @@ func view(ops *tensor.Ops, t *tensor.Tensor, shape ...int) *tensor.Tensor {
 	return v
 }
 
-// embedForward is the "embed" block: patch embedding, time and text
-// embeddings.
-func (m *Model) embedForward(ops *tensor.Ops, p *pass, latents *tensor.Tensor, timesteps []float32, context *tensor.Tensor) {
+// embedForward is the "embed" block: patch embedding, time, text and
+// image embeddings. timesteps has one value per row of p.temb: per sample,
+// or per distinct value with per-token timesteps.
+func (m *Model) embedForward(ops *tensor.Ops, p *pass, latents *tensor.Tensor, timesteps []float32, context, image *tensor.Tensor) {
 	c, w, dim := m.cfg, &m.embed, m.cfg.InnerDim()
 
 	patches := m.patchify(ops, latents)
@@ -139,7 +253,7 @@ func (m *Model) embedForward(ops *tensor.Ops, p *pass, latents *tensor.Tensor, t
 
 	// WanTimeTextImageEmbedding: temb = time_embedder(sinusoid(t));
 	// timestep_proj = time_proj(silu(temb)), unflattened to [B, 6, dim].
-	freq := ops.Upload(timestepEmbedding(timesteps, c.FreqDim), p.batch, c.FreqDim)
+	freq := ops.Upload(timestepEmbedding(timesteps, c.FreqDim), len(timesteps), c.FreqDim)
 	h := project(ops, freq, w.Time1)
 	freq.Free()
 	ops.UnaryInPlace(h, tensor.SiLU)
@@ -148,13 +262,16 @@ func (m *Model) embedForward(ops *tensor.Ops, p *pass, latents *tensor.Tensor, t
 	a := ops.Unary(p.temb, tensor.SiLU)
 	p.mods = project(ops, a, w.TimeProj)
 	a.Free()
-	reshape(ops, p.mods, p.batch, 6, dim)
+	reshape(ops, p.mods, len(timesteps), 6, dim)
 
 	// PixArtAlphaTextProjection: linear_2(gelu_tanh(linear_1(context))).
 	t := project(ops, context, w.Text1)
 	ops.UnaryInPlace(t, tensor.GELUTanh)
 	p.text = project(ops, t, w.Text2)
 	t.Free()
+	if image != nil {
+		m.imageForward(ops, p, image)
+	}
 }
 
 // patchify turns latents [B, C, F, H, W] into the rows a Conv3d with
@@ -176,7 +293,8 @@ func (m *Model) patchify(ops *tensor.Ops, x *tensor.Tensor) *tensor.Tensor {
 func (m *Model) layerForward(ops *tensor.Ops, l *layerWeights, p *pass) {
 	c, eps := &l.Core, float32(m.cfg.Eps)
 
-	// (scale_shift_table + temb).chunk(6, dim=1): [B, 1, dim] each.
+	// (scale_shift_table + temb).chunk(6, dim=1): [B, 1, dim] each, or
+	// [G, 1, dim] per distinct timestep.
 	mods := ops.Add(p.mods, c.Table)
 	parts := ops.Split(mods, 1, 1, 1, 1, 1, 1, 1)
 	mods.Free()
@@ -188,18 +306,23 @@ func (m *Model) layerForward(ops *tensor.Ops, l *layerWeights, p *pass) {
 	ops.AffineInPlace(ffScale, 1, 1)
 
 	// 1. Self-attention on norm1(h)·(1+scale)+shift, gated into the residual.
-	a := m.selfAttention(ops, &c.Attn1, modulate(ops, p.hidden, shift, scale, eps), p)
-	ops.MulInPlace(a, gate)
+	a := m.selfAttention(ops, &c.Attn1, modulateTokens(ops, p, p.hidden, shift, scale, eps), p)
+	gateTokens(ops, p, a, gate)
 	ops.AddInPlace(p.hidden, a)
 	a.Free()
 
 	// 2. Cross-attention on norm2(h) (nn.Identity without cross_attn_norm),
-	// added ungated.
+	// plus the image attention of image-conditioned checkpoints, added
+	// ungated.
 	x := p.hidden
 	if m.cfg.CrossAttnNorm {
 		x = ops.LayerNorm(p.hidden, l.Norm2.W, l.Norm2.B, eps)
 	}
-	a = m.crossAttention(ops, &c.Attn2, x, p.text)
+	if p.image != nil {
+		a = m.crossAttentionImage(ops, &c.Attn2, &l.Image, x, p.text, p.image)
+	} else {
+		a = m.crossAttention(ops, &c.Attn2, x, p.text)
+	}
 	if x != p.hidden {
 		x.Free()
 	}
@@ -271,9 +394,14 @@ func (m *Model) attend(ops *tensor.Ops, w *attention, q, k, v *tensor.Tensor) *t
 
 // feedForward adds gate·ffn(norm3(h)·(1+scale)+shift) to p.hidden, over
 // the whole batch or, with Options.FFNChunk, over chunks of one sample's
-// tokens at a time (views of p.hidden updated in place).
+// tokens at a time (views of p.hidden updated in place). With per-token
+// timesteps it goes run by run (see ffnRuns).
 func (m *Model) feedForward(ops *tensor.Ops, c *blockWeights, p *pass, shift, onePlusScale, gate *tensor.Tensor) {
 	chunk := m.Options.FFNChunk
+	if p.runs != nil {
+		m.ffnRuns(ops, c, p, shift, onePlusScale, gate)
+		return
+	}
 	if chunk <= 0 || chunk >= p.tokens {
 		m.ffnRows(ops, c, p.hidden, shift, onePlusScale, gate)
 		return
@@ -294,7 +422,33 @@ func (m *Model) feedForward(ops *tensor.Ops, c *blockWeights, p *pass, shift, on
 	}
 }
 
-// sampleOf views sample b of a [B, 1, dim] modulation as [1, 1, dim].
+// ffnRuns is feedForward with per-token timesteps: each run of tokens
+// sharing a timestep with its group's modulation, in chunks of at most
+// Options.FFNChunk tokens (a chunk never spans two runs).
+func (m *Model) ffnRuns(ops *tensor.Ops, c *blockWeights, p *pass, shift, onePlusScale, gate *tensor.Tensor) {
+	chunk := m.Options.FFNChunk
+	forEachRun(ops, p, p.hidden, func(rows *tensor.Tensor, g int) {
+		sh, sc, gt := sampleOf(ops, shift, g), sampleOf(ops, onePlusScale, g), sampleOf(ops, gate, g)
+		n, dim := rows.Dim(1), rows.Dim(2)
+		if chunk <= 0 || chunk >= n {
+			m.ffnRows(ops, c, rows, sh, sc, gt)
+			return
+		}
+		flat := view(ops, rows, n, dim)
+		for start := 0; start < n && ops.Err() == nil; start += chunk {
+			k := min(chunk, n-start)
+			part, err := flat.Rows(start, k)
+			if err != nil {
+				ops.Fail(err)
+				return
+			}
+			m.ffnRows(ops, c, view(ops, part, 1, k, dim), sh, sc, gt)
+		}
+	})
+}
+
+// sampleOf views row b of a [B, 1, dim] modulation as [1, 1, dim] (a
+// sample's, or a group's with per-token timesteps).
 func sampleOf(ops *tensor.Ops, t *tensor.Tensor, b int) *tensor.Tensor {
 	v, err := t.Rows(b, 1)
 	if err != nil {
@@ -318,16 +472,17 @@ func (m *Model) ffnRows(ops *tensor.Ops, c *blockWeights, h, shift, onePlusScale
 }
 
 // outForward is the "out" block: norm_out(h)·(1+scale)+shift with
-// (shift, scale) = scale_shift_table + temb, proj_out, unpatchify.
+// (shift, scale) = scale_shift_table + temb (per sample, or per token
+// through its group), proj_out, unpatchify.
 func (m *Model) outForward(ops *tensor.Ops, p *pass) *tensor.Tensor {
 	w, dim := &m.out, m.cfg.InnerDim()
-	mods := ops.Add(view(ops, p.temb, p.batch, 1, dim), w.Table)
+	mods := ops.Add(view(ops, p.temb, p.temb.Dim(0), 1, dim), w.Table)
 	parts := ops.Split(mods, 1, 1, 1)
 	mods.Free()
 	defer tensor.Free(parts...)
 	shift, scale := parts[0], parts[1]
 	ops.AffineInPlace(scale, 1, 1)
-	x := modulate(ops, p.hidden, shift, scale, float32(m.cfg.Eps))
+	x := modulateTokens(ops, p, p.hidden, shift, scale, float32(m.cfg.Eps))
 	y := project(ops, x, w.Proj)
 	x.Free()
 	return m.unpatchify(ops, y, p)

@@ -28,9 +28,24 @@ func TestParamsMatchGoldenCheckpoint(t *testing.T) {
 // weights Params assigns to it (the executor resolves names from the w
 // tags, the planner sizes blocks from Params).
 func TestParamsMatchBlocks(t *testing.T) {
+	type variant struct {
+		crossNorm  bool
+		image, pos bool
+	}
+	var variants []variant
 	for _, crossNorm := range []bool{true, false} {
+		variants = append(variants, variant{crossNorm, false, false}, variant{crossNorm, true, false}, variant{crossNorm, true, true})
+	}
+	for _, v := range variants {
+		crossNorm := v.crossNorm
 		cfg := tinyConfig()
 		cfg.CrossAttnNorm = crossNorm
+		if v.image {
+			cfg.ImageDim, cfg.AddedKVProjDim = ptr(12), ptr(cfg.InnerDim())
+		}
+		if v.pos {
+			cfg.PosEmbedSeqLen = ptr(6)
+		}
 		src := synthesize(cfg, 1)
 		r := newRig(t)
 		m := r.model(t, cfg, src) // Register fails on any tag Params lacks
@@ -42,7 +57,7 @@ func TestParamsMatchBlocks(t *testing.T) {
 		for _, b := range m.comp.Blocks {
 			// Block.Bytes pads each tensor to 64 bytes.
 			if b.Bytes() < bytes[b.Name] || b.Bytes() > bytes[b.Name]+64*int64(len(cfg.Params())) {
-				t.Errorf("cross_attn_norm=%v: block %s binds %d bytes, Params say %d", crossNorm, b.Name, b.Bytes(), bytes[b.Name])
+				t.Errorf("%+v: block %s binds %d bytes, Params say %d", v, b.Name, b.Bytes(), bytes[b.Name])
 			}
 			delete(bytes, b.Name)
 		}

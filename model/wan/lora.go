@@ -45,6 +45,15 @@ func (m *Model) linearModules() map[string]*linear {
 		}
 		mods[p+"ffn.net.0.proj"] = &c.FF1
 		mods[p+"ffn.net.2"] = &c.FF2
+		if m.cfg.HasImage() {
+			img := &m.layers[i].Image
+			mods[p+"attn2.add_k_proj"] = &img.K
+			mods[p+"attn2.add_v_proj"] = &img.V
+		}
+	}
+	if m.cfg.HasImage() {
+		mods["condition_embedder.image_embedder.ff.net.0.proj"] = &m.embed.Image.FF1
+		mods["condition_embedder.image_embedder.ff.net.2"] = &m.embed.Image.FF2
 	}
 	return mods
 }

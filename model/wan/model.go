@@ -12,7 +12,8 @@ type Options struct {
 	// so that its [tokens, ffn_dim] intermediate never exists for the whole
 	// sequence (at 480×832×81 the 1.3B model has 32760 tokens per sample
 	// and ffn_dim 8960: 1.2 GB per sample otherwise). Chunks never span two
-	// samples. 0 (or less) processes the whole batch at once. Every token's result is
+	// samples (nor, with per-token timesteps, two runs of tokens with
+	// different timesteps). 0 (or less) processes the whole batch at once. Every token's result is
 	// computed by the same row-wise operations either way, so chunking is
 	// exact as long as the GEMM's result for a row does not depend on how
 	// many rows it is given.
@@ -25,6 +26,14 @@ type Model struct {
 	cfg Config
 	// Options may be changed between forward passes.
 	Options Options
+	// Train tunes the training pass's memory (trainopts.go); it may be
+	// changed between training steps.
+	Train TrainOptions
+
+	// ungrouped makes per-token timesteps embed and modulate every token on
+	// its own, as the reference does ([B·L, 6, dim]); tests compare the
+	// grouped pass with it.
+	ungrouped bool
 
 	embed  embedWeights
 	layers []layerWeights
@@ -49,14 +58,64 @@ type affine struct {
 }
 
 // embedWeights is the "embed" block: the patch embedding (a Conv3d whose
-// weight is [dim, C, pt, ph, pw]) and WanTimeTextImageEmbedding.
+// weight is [dim, C, pt, ph, pw]) and WanTimeTextImageEmbedding, with the
+// image embedder and FLF2V's position embedding. A config declares only
+// the parts it has (see embedDecl).
 type embedWeights struct {
+	Patch    linear            `w:"patch_embedding"`
+	Time1    linear            `w:"condition_embedder.time_embedder.linear_1"`
+	Time2    linear            `w:"condition_embedder.time_embedder.linear_2"`
+	TimeProj linear            `w:"condition_embedder.time_proj"`
+	Text1    linear            `w:"condition_embedder.text_embedder.linear_1"`
+	Text2    linear            `w:"condition_embedder.text_embedder.linear_2"`
+	Image    imageEmbedWeights `w:"condition_embedder.image_embedder"`
+	PosEmbed *tensor.Tensor    `w:"condition_embedder.image_embedder.pos_embed"`
+}
+
+// embedImage and embedText are embedWeights without the position
+// embedding and without any image part: the same fields with fewer w tags,
+// so that a pointer to the model's embedWeights converts to them and the
+// executor binds only what the config has.
+type embedImage struct {
+	Patch    linear            `w:"patch_embedding"`
+	Time1    linear            `w:"condition_embedder.time_embedder.linear_1"`
+	Time2    linear            `w:"condition_embedder.time_embedder.linear_2"`
+	TimeProj linear            `w:"condition_embedder.time_proj"`
+	Text1    linear            `w:"condition_embedder.text_embedder.linear_1"`
+	Text2    linear            `w:"condition_embedder.text_embedder.linear_2"`
+	Image    imageEmbedWeights `w:"condition_embedder.image_embedder"`
+	PosEmbed *tensor.Tensor
+}
+
+type embedText struct {
 	Patch    linear `w:"patch_embedding"`
 	Time1    linear `w:"condition_embedder.time_embedder.linear_1"`
 	Time2    linear `w:"condition_embedder.time_embedder.linear_2"`
 	TimeProj linear `w:"condition_embedder.time_proj"`
 	Text1    linear `w:"condition_embedder.text_embedder.linear_1"`
 	Text2    linear `w:"condition_embedder.text_embedder.linear_2"`
+	Image    imageEmbedWeights
+	PosEmbed *tensor.Tensor
+}
+
+// imageEmbedWeights is WanImageEmbedding apart from its position
+// embedding: LayerNorm, a GELU feed-forward to the model width, LayerNorm.
+type imageEmbedWeights struct {
+	Norm1 affine `w:"norm1"`
+	FF1   linear `w:"ff.net.0.proj"`
+	FF2   linear `w:"ff.net.2"`
+	Norm2 affine `w:"norm2"`
+}
+
+// embedDecl is what the embed block declares for cfg.
+func (m *Model) embedDecl() any {
+	switch {
+	case !m.cfg.HasImage():
+		return (*embedText)(&m.embed)
+	case m.cfg.PosEmbedSeqLen == nil:
+		return (*embedImage)(&m.embed)
+	}
+	return &m.embed
 }
 
 // attention is WanAttention without image conditioning: q, k, v and output
@@ -82,12 +141,52 @@ type blockWeights struct {
 }
 
 // layerWeights is one block with its cross-attention norm (an affine
-// LayerNorm when cross_attn_norm is set, nn.Identity otherwise). The
-// residency block declares the whole struct or only Core, so the
+// LayerNorm when cross_attn_norm is set, nn.Identity otherwise) and its
+// image attention (image-to-video checkpoints). The residency block
+// declares only the parts the config has (see layerDecl), so the
 // checkpoint must hold exactly the weights the config implies.
 type layerWeights struct {
+	Core  blockWeights   `w:""`
+	Norm2 affine         `w:"norm2"`
+	Image imageAttention `w:"attn2"`
+}
+
+// layerText and layerCoreImage are layerWeights without the image
+// attention and without norm2: the same fields with fewer w tags (pointers
+// convert between them).
+type layerText struct {
 	Core  blockWeights `w:""`
 	Norm2 affine       `w:"norm2"`
+	Image imageAttention
+}
+
+type layerCoreImage struct {
+	Core  blockWeights `w:""`
+	Norm2 affine
+	Image imageAttention `w:"attn2"`
+}
+
+// imageAttention is what WanAttention adds to the cross-attention with
+// added_kv_proj_dim: key and value projections of the image tokens and an
+// RMSNorm over all heads on the keys.
+type imageAttention struct {
+	K     linear         `w:"add_k_proj"`
+	V     linear         `w:"add_v_proj"`
+	NormK *tensor.Tensor `w:"norm_added_k.weight"`
+}
+
+// layerDecl is what block i declares for cfg.
+func (m *Model) layerDecl(i int) any {
+	l, img := &m.layers[i], m.cfg.HasImage()
+	switch {
+	case m.cfg.CrossAttnNorm && img:
+		return l
+	case m.cfg.CrossAttnNorm:
+		return (*layerText)(l)
+	case img:
+		return (*layerCoreImage)(l)
+	}
+	return &l.Core
 }
 
 // outWeights is the "out" block: the output adaLN table [1, 2, dim]
@@ -111,13 +210,9 @@ func (m *Model) Config() Config { return m.cfg }
 // it with the executor.
 func (m *Model) Component(name string, src residency.Source) *residency.Component {
 	c := &residency.Component{Name: name, Source: src}
-	c.Blocks = append(c.Blocks, &residency.Block{Name: name + "." + embedBlock, Weights: &m.embed})
+	c.Blocks = append(c.Blocks, &residency.Block{Name: name + "." + embedBlock, Weights: m.embedDecl()})
 	for i := range m.layers {
-		var w any = &m.layers[i].Core
-		if m.cfg.CrossAttnNorm {
-			w = &m.layers[i]
-		}
-		c.Blocks = append(c.Blocks, &residency.Block{Name: name + "." + layerBlock(i), Prefix: layerPrefix(i), Weights: w})
+		c.Blocks = append(c.Blocks, &residency.Block{Name: name + "." + layerBlock(i), Prefix: layerPrefix(i), Weights: m.layerDecl(i)})
 	}
 	c.Blocks = append(c.Blocks, &residency.Block{Name: name + "." + outBlock, Weights: &m.out})
 	m.comp = c

@@ -37,6 +37,21 @@ func (c Config) Params() []residency.ParamSpec {
 	linear(embedBlock, "condition_embedder.time_proj", 6*d, d)
 	linear(embedBlock, "condition_embedder.text_embedder.linear_1", d, c.TextDim)
 	linear(embedBlock, "condition_embedder.text_embedder.linear_2", d, d)
+	if c.HasImage() {
+		// WanImageEmbedding: FP32LayerNorm(image_dim), FeedForward(image_dim
+		// → dim, mult 1: a square GELU projection, then to dim),
+		// FP32LayerNorm(dim), and FLF2V's position embedding.
+		e, img := "condition_embedder.image_embedder.", *c.ImageDim
+		if c.PosEmbedSeqLen != nil {
+			add(embedBlock, e+"pos_embed", 1, *c.PosEmbedSeqLen, img)
+		}
+		add(embedBlock, e+"norm1.weight", img)
+		add(embedBlock, e+"norm1.bias", img)
+		linear(embedBlock, e+"ff.net.0.proj", img, img)
+		linear(embedBlock, e+"ff.net.2", d, img)
+		add(embedBlock, e+"norm2.weight", d)
+		add(embedBlock, e+"norm2.bias", d)
+	}
 
 	for i := range c.NumLayers {
 		b, p := layerBlock(i), layerPrefix(i)
@@ -46,6 +61,13 @@ func (c Config) Params() []residency.ParamSpec {
 			}
 			add(b, p+attn+".norm_q.weight", d)
 			add(b, p+attn+".norm_k.weight", d)
+		}
+		if c.HasImage() {
+			// The image attention's keys and values (WanAttention with
+			// added_kv_proj_dim) and the RMSNorm on its keys.
+			linear(b, p+"attn2.add_k_proj", d, *c.AddedKVProjDim)
+			linear(b, p+"attn2.add_v_proj", d, *c.AddedKVProjDim)
+			add(b, p+"attn2.norm_added_k.weight", d)
 		}
 		if c.CrossAttnNorm {
 			add(b, p+"norm2.weight", d)

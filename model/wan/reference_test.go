@@ -9,12 +9,34 @@ import (
 	"ferry/tensor"
 )
 
-// refForward is an independent float64 transcription of diffusers'
+// refForward is refForwardInputs with one timestep per sample and no
+// image.
+func refForward(cfg Config, w map[string][]float32, x []float32, xs []int, ts []float32, ctx []float32, lt int) []float64 {
+	return refForwardInputs(cfg, w, x, xs, refInputs{ts: ts, ctx: ctx, lt: lt})
+}
+
+// refInputs are refForwardInputs' conditions: ts (one per sample) or tokTS
+// (one per token, [B, L] row-major), the text context [B, lt, text_dim],
+// and for image-conditioned configs the image embeddings img in the
+// layout Inputs.Image describes (sample b's imgRows rows start at row
+// b·imgRows of the flat array in both layouts).
+type refInputs struct {
+	ts, tokTS []float32
+	ctx       []float32
+	lt        int
+	img       []float32
+	imgRows   int
+}
+
+// refForwardInputs is an independent float64 transcription of diffusers'
 // WanTransformer3DModel.forward over host weights, written loop by loop
 // (the patch embedding as a strided convolution, the unpatchify as index
-// arithmetic, RoPE from the reference's concatenated tables) so that it
-// shares nothing with the Ops code under test but the config.
-func refForward(cfg Config, w map[string][]float32, x []float32, xs []int, ts []float32, ctx []float32, lt int) []float64 {
+// arithmetic, RoPE from the reference's concatenated tables, every token's
+// own time embedding and modulation with per-token timesteps, the image
+// tokens concatenated before the text and split at length−512 as the
+// attention processor does) so that it shares nothing with the Ops code
+// under test but the config.
+func refForwardInputs(cfg Config, w map[string][]float32, x []float32, xs []int, in refInputs) []float64 {
 	bN, ch := xs[0], xs[1]
 	ps := cfg.PatchSize
 	n := [3]int{xs[2] / ps[0], xs[3] / ps[1], xs[4] / ps[2]}
@@ -46,38 +68,54 @@ func refForward(cfg Config, w map[string][]float32, x []float32, xs []int, ts []
 			}
 		}
 
-		// Condition embedder.
-		half := cfg.FreqDim / 2
-		sinus := make([]float64, cfg.FreqDim)
-		for i := range half {
-			arg := float64(ts[b]) * math.Exp(-math.Log(10000)*float64(i)/float64(half))
-			sinus[i], sinus[half+i] = math.Cos(arg), math.Sin(arg)
-		}
+		// Condition embedder: the time embedding and its projection of the
+		// sample's timestep, or of every token's own.
 		e := "condition_embedder."
-		temb := refLin(w, e+"time_embedder.linear_2", refMap(refLin(w, e+"time_embedder.linear_1", sinus), refSiLU))
-		tproj := refLin(w, e+"time_proj", refMap(append([]float64(nil), temb...), refSiLU))
-		text := make([][]float64, lt)
+		temb, tproj := make([][]float64, tokens), make([][]float64, tokens)
+		for l := range tokens {
+			switch {
+			case in.tokTS != nil:
+				temb[l], tproj[l] = refTimeEmbed(cfg, w, float64(in.tokTS[b*tokens+l]))
+			case l == 0:
+				temb[l], tproj[l] = refTimeEmbed(cfg, w, float64(in.ts[b]))
+			default:
+				temb[l], tproj[l] = temb[0], tproj[0]
+			}
+		}
+		text := make([][]float64, in.lt)
 		for i := range text {
 			row := make([]float64, cfg.TextDim)
 			for j := range row {
-				row[j] = float64(ctx[(b*lt+i)*cfg.TextDim+j])
+				row[j] = float64(in.ctx[(b*in.lt+i)*cfg.TextDim+j])
 			}
 			text[i] = refLin(w, e+"text_embedder.linear_2", refMap(refLin(w, e+"text_embedder.linear_1", row), refGELUTanh))
+		}
+		// encoder_hidden_states = concat([image_embedder(image), text]);
+		// attn2 splits it at length − 512.
+		var imgCtx [][]float64
+		if cfg.HasImage() {
+			all := append(refImageEmbed(cfg, w, in.img, b, in.imgRows), text...)
+			split := len(all) - textContextLen
+			imgCtx, text = all[:split], all[split:]
 		}
 
 		for li := range cfg.NumLayers {
 			p := fmt.Sprintf("blocks.%d.", li)
-			mod := make([][]float64, 6) // shift, scale, gate, c_shift, c_scale, c_gate
-			for k := range mod {
-				mod[k] = make([]float64, dim)
-				for j := range dim {
-					mod[k][j] = float64(w[p+"scale_shift_table"][k*dim+j]) + tproj[k*dim+j]
+			// mod[l][k]: shift, scale, gate, c_shift, c_scale, c_gate of token l.
+			mod := make([][][]float64, tokens)
+			for l := range mod {
+				mod[l] = make([][]float64, 6)
+				for k := range mod[l] {
+					mod[l][k] = make([]float64, dim)
+					for j := range dim {
+						mod[l][k][j] = float64(w[p+"scale_shift_table"][k*dim+j]) + tproj[l][k*dim+j]
+					}
 				}
 			}
 			// Self-attention.
 			q, k, v := make([][]float64, tokens), make([][]float64, tokens), make([][]float64, tokens)
 			for l := range h {
-				xm := refModulate(refLayerNorm(h[l], nil, nil, eps), mod[1], mod[0])
+				xm := refModulate(refLayerNorm(h[l], nil, nil, eps), mod[l][1], mod[l][0])
 				q[l] = refRMS(refLin(w, p+"attn1.to_q", xm), w[p+"attn1.norm_q.weight"], eps)
 				k[l] = refRMS(refLin(w, p+"attn1.to_k", xm), w[p+"attn1.norm_k.weight"], eps)
 				v[l] = refLin(w, p+"attn1.to_v", xm)
@@ -90,11 +128,11 @@ func refForward(cfg Config, w map[string][]float32, x []float32, xs []int, ts []
 			for l := range h {
 				o := refLin(w, p+"attn1.to_out.0", att[l])
 				for j := range dim {
-					h[l][j] += o[j] * mod[2][j]
+					h[l][j] += o[j] * mod[l][2][j]
 				}
 			}
-			// Cross-attention.
-			kc, vc := make([][]float64, lt), make([][]float64, lt)
+			// Cross-attention, plus the image attention.
+			kc, vc := make([][]float64, len(text)), make([][]float64, len(text))
 			for i := range text {
 				kc[i] = refRMS(refLin(w, p+"attn2.to_k", text[i]), w[p+"attn2.norm_k.weight"], eps)
 				vc[i] = refLin(w, p+"attn2.to_v", text[i])
@@ -108,6 +146,19 @@ func refForward(cfg Config, w map[string][]float32, x []float32, xs []int, ts []
 				qc[l] = refRMS(refLin(w, p+"attn2.to_q", xn), w[p+"attn2.norm_q.weight"], eps)
 			}
 			att = refAttention(qc, kc, vc, cfg.NumAttentionHeads, hd)
+			if imgCtx != nil {
+				ki, vi := make([][]float64, len(imgCtx)), make([][]float64, len(imgCtx))
+				for i := range imgCtx {
+					ki[i] = refRMS(refLin(w, p+"attn2.add_k_proj", imgCtx[i]), w[p+"attn2.norm_added_k.weight"], eps)
+					vi[i] = refLin(w, p+"attn2.add_v_proj", imgCtx[i])
+				}
+				attImg := refAttention(qc, ki, vi, cfg.NumAttentionHeads, hd)
+				for l := range att {
+					for j := range att[l] {
+						att[l][j] += attImg[l][j]
+					}
+				}
+			}
 			for l := range h {
 				o := refLin(w, p+"attn2.to_out.0", att[l])
 				for j := range dim {
@@ -116,21 +167,22 @@ func refForward(cfg Config, w map[string][]float32, x []float32, xs []int, ts []
 			}
 			// Feed-forward.
 			for l := range h {
-				xm := refModulate(refLayerNorm(h[l], nil, nil, eps), mod[4], mod[3])
+				xm := refModulate(refLayerNorm(h[l], nil, nil, eps), mod[l][4], mod[l][3])
 				y := refLin(w, p+"ffn.net.2", refMap(refLin(w, p+"ffn.net.0.proj", xm), refGELUTanh))
 				for j := range dim {
-					h[l][j] += y[j] * mod[5][j]
+					h[l][j] += y[j] * mod[l][5][j]
 				}
 			}
 		}
 
-		// Output norm, projection, unpatchify.
-		shift, scale := make([]float64, dim), make([]float64, dim)
-		for j := range dim {
-			shift[j] = float64(w["scale_shift_table"][j]) + temb[j]
-			scale[j] = float64(w["scale_shift_table"][dim+j]) + temb[j]
-		}
+		// Output norm (shift and scale from each token's temb), projection,
+		// unpatchify.
 		for l := range h {
+			shift, scale := make([]float64, dim), make([]float64, dim)
+			for j := range dim {
+				shift[j] = float64(w["scale_shift_table"][j]) + temb[l][j]
+				scale[j] = float64(w["scale_shift_table"][dim+j]) + temb[l][j]
+			}
 			y := refLin(w, "proj_out", refModulate(refLayerNorm(h[l], nil, nil, eps), scale, shift))
 			f, r, c := l/(n[1]*n[2]), l/n[2]%n[1], l%n[2]
 			for i := range ps[0] {
@@ -144,6 +196,41 @@ func refForward(cfg Config, w map[string][]float32, x []float32, xs []int, ts []
 				}
 			}
 		}
+	}
+	return out
+}
+
+// refTimeEmbed is WanTimeTextImageEmbedding's time part for one timestep:
+// temb = time_embedder(sinusoid(t)) and time_proj(silu(temb)).
+func refTimeEmbed(cfg Config, w map[string][]float32, t float64) (temb, tproj []float64) {
+	half := cfg.FreqDim / 2
+	sinus := make([]float64, cfg.FreqDim)
+	for i := range half {
+		arg := t * math.Exp(-math.Log(10000)*float64(i)/float64(half))
+		sinus[i], sinus[half+i] = math.Cos(arg), math.Sin(arg)
+	}
+	e := "condition_embedder."
+	temb = refLin(w, e+"time_embedder.linear_2", refMap(refLin(w, e+"time_embedder.linear_1", sinus), refSiLU))
+	tproj = refLin(w, e+"time_proj", refMap(append([]float64(nil), temb...), refSiLU))
+	return temb, tproj
+}
+
+// refImageEmbed is WanImageEmbedding on sample b's rows of img: plus the
+// position embedding (FLF2V), LayerNorm (eps 1e-5), Linear, exact GELU,
+// Linear, LayerNorm (eps 1e-5).
+func refImageEmbed(cfg Config, w map[string][]float32, img []float32, b, rows int) [][]float64 {
+	e, width := "condition_embedder.image_embedder.", *cfg.ImageDim
+	out := make([][]float64, rows)
+	for r := range out {
+		x := make([]float64, width)
+		for j := range x {
+			x[j] = float64(img[(b*rows+r)*width+j])
+			if pos, ok := w[e+"pos_embed"]; ok {
+				x[j] += float64(pos[r*width+j])
+			}
+		}
+		y := refLin(w, e+"ff.net.2", refMap(refLin(w, e+"ff.net.0.proj", refLayerNorm(x, w[e+"norm1.weight"], w[e+"norm1.bias"], 1e-5)), refGELUErf))
+		out[r] = refLayerNorm(y, w[e+"norm2.weight"], w[e+"norm2.bias"], 1e-5)
 	}
 	return out
 }
@@ -288,6 +375,8 @@ func refMap(x []float64, f func(float64) float64) []float64 {
 }
 
 func refSiLU(x float64) float64 { return x / (1 + math.Exp(-x)) }
+
+func refGELUErf(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }
 
 func refGELUTanh(x float64) float64 {
 	return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))

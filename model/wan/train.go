@@ -25,6 +25,10 @@ import (
 // sample: ten [L, dim] tensors, the FFN's [L, ffn_dim] pre-activation and
 // the cross-attention's text-length keys and values.
 //
+// Model.Train (trainopts.go) says how much of that a block keeps after its
+// forward (activation checkpointing), in which dtype, and where it waits
+// for the backward (an ActivationStore).
+//
 // Options.FFNChunk is ignored by the training pass: the backward needs the
 // FFN's whole intermediate anyway (its pre-activation is saved).
 
@@ -36,11 +40,19 @@ type Tape struct {
 	// the modulation input and the projected text (p.hidden is unused).
 	p       pass
 	context *tensor.Tensor // borrowed from the caller, for the text embedder's gradients
+	textLen int            // context's length
 	pred    []int          // the prediction's shape, for Backward's dpred
 	embed   *embedSaved
 	layers  []layerTape
 	out     outTape
 	used    bool // Backward ran (or started) on it
+	// store holds the blocks whose stored flag is set (Model.Train.Store
+	// when ForwardTrain ran); stats are what each block kept and
+	// deviceBytes what the tape held on the device after the forward.
+	store       ActivationStore
+	stored      []bool
+	stats       []BlockTape
+	deviceBytes int64
 }
 
 // layerTape is one transformer block's part of the tape: its input and the
@@ -91,16 +103,7 @@ type attnSaved struct {
 	qLow, kLow, vLow, oLow []*tensor.Tensor
 }
 
-func (s *attnSaved) tensors() []*tensor.Tensor {
-	if s == nil {
-		return nil
-	}
-	ts := []*tensor.Tensor{s.qPre, s.kPre, s.v, s.o, s.lse}
-	for _, l := range [][]*tensor.Tensor{s.qLow, s.kLow, s.vLow, s.oLow} {
-		ts = append(ts, l...)
-	}
-	return ts
-}
+func (s *attnSaved) tensors() []*tensor.Tensor { return deref(s.ptrs()) }
 
 // layerSaved is what one transformer block's backward reads besides its
 // input.
@@ -117,17 +120,7 @@ type layerSaved struct {
 	ff2Low       []*tensor.Tensor
 }
 
-func (s *layerSaved) tensors() []*tensor.Tensor {
-	if s == nil {
-		return nil
-	}
-	ts := append([]*tensor.Tensor(nil), s.mod[:]...)
-	ts = append(ts, s.attn1.tensors()...)
-	ts = append(ts, s.attn2.tensors()...)
-	ts = append(ts, s.a, s.h2, s.f1, s.y)
-	ts = append(ts, s.ff1Low...)
-	return append(ts, s.ff2Low...)
-}
+func (s *layerSaved) tensors() []*tensor.Tensor { return deref(s.ptrs()) }
 
 // outSaved is the out block's modulation, shift and 1+scale [B, 1, dim],
 // and proj_out's adapters' x·Aᵀ.
@@ -160,6 +153,12 @@ func (t *Tape) Free() {
 	if t == nil {
 		return
 	}
+	for i := range t.stored {
+		if t.stored[i] {
+			t.stored[i] = false
+			t.store.Release(i)
+		}
+	}
 	tensor.Free(t.tensors()...)
 	t.p = pass{}
 	t.embed = nil
@@ -171,16 +170,24 @@ func (t *Tape) Free() {
 	t.used = true
 }
 
-// Bytes is the device memory the tape holds now.
+// Bytes is the device memory the tape holds now (what it gave an
+// ActivationStore not counted).
 func (t *Tape) Bytes() int64 {
 	if t == nil {
 		return 0
 	}
+	return bytesOf(t.tensors())
+}
+
+// LayerBytes is the part of Bytes the transformer blocks hold (their
+// inputs and kept activations).
+func (t *Tape) LayerBytes() int64 {
+	if t == nil {
+		return 0
+	}
 	var n int64
-	for _, x := range t.tensors() {
-		if x != nil && !x.IsView() && !x.Freed() {
-			n += x.Bytes()
-		}
+	for i := range t.layers {
+		n += bytesOf(deref(t.layers[i].ptrs(true)))
 	}
 	return n
 }
@@ -198,6 +205,9 @@ func (l *layerTape) free() {
 // keep it alive and unchanged until Backward has returned (latents are
 // not needed after ForwardTrain).
 func (m *Model) ForwardTrain(r residency.Runner, ops *tensor.Ops, latents *tensor.Tensor, timesteps []float32, context *tensor.Tensor) (pred *tensor.Tensor, tape *Tape, err error) {
+	if err := m.cfg.Trainable(); err != nil {
+		return nil, nil, err
+	}
 	if m.comp == nil {
 		return nil, nil, errors.New("wan: Component must be declared before ForwardTrain")
 	}
@@ -207,15 +217,19 @@ func (m *Model) ForwardTrain(r residency.Runner, ops *tensor.Ops, latents *tenso
 	if err := m.checkInputs(latents, timesteps, context); err != nil {
 		return nil, nil, err
 	}
+	if err := m.Train.check(); err != nil {
+		return nil, nil, err
+	}
 	s := latents.Shape()
 	grid, err := m.cfg.newRopeGrid(s[2], s[3], s[4])
 	if err != nil {
 		return nil, nil, err
 	}
 	t := &Tape{
-		m: m, p: pass{batch: s[0], tokens: grid.tokens(), grid: grid}, context: context,
-		pred: append([]int{s[0], m.cfg.OutChannels}, s[2:]...), layers: make([]layerTape, len(m.layers)),
+		m: m, p: pass{batch: s[0], tokens: grid.tokens(), grid: grid}, context: context, textLen: context.Dim(1),
+		pred: append([]int{s[0], m.cfg.OutChannels}, s[2:]...),
 	}
+	t.initLayers()
 	defer func() {
 		if err != nil {
 			pred.Free()
@@ -241,7 +255,12 @@ func (m *Model) ForwardTrain(r residency.Runner, ops *tensor.Ops, latents *tenso
 	for i := range m.layers {
 		lt := &t.layers[i]
 		lt.in = h
-		err = runBlock(r, ops, blocks[1+i], func() { h, lt.saved = m.layerTrain(ops, &m.layers[i], &t.p, lt.in) })
+		err = runBlock(r, ops, blocks[1+i], func() { h, lt.saved = m.layerTrain(ops, &m.layers[i], &t.p, lt.in, nil) })
+		if err == nil {
+			if serr := t.stash(ops, i, true); serr != nil {
+				err = fmt.Errorf("wan: %s: %w", blocks[1+i].Name, serr)
+			}
+		}
 		if err != nil {
 			h.Free()
 			return nil, nil, err
@@ -252,7 +271,16 @@ func (m *Model) ForwardTrain(r residency.Runner, ops *tensor.Ops, latents *tenso
 	if err != nil {
 		return nil, nil, err
 	}
+	t.deviceBytes = t.Bytes()
 	return pred, t, nil
+}
+
+// initLayers sizes the tape's per-block state and takes the model's
+// activation store.
+func (t *Tape) initLayers() {
+	n := len(t.m.layers)
+	t.layers, t.stored, t.stats = make([]layerTape, n), make([]bool, n), make([]BlockTape, n)
+	t.store = t.m.Train.Store
 }
 
 // runBlock runs fn with b's weights bound and reports ops' first error.
@@ -353,14 +381,16 @@ func blockMods(ops *tensor.Ops, mods, table *tensor.Tensor) [6]*tensor.Tensor {
 // layerTrain is layerForward from the block input in (which it leaves
 // alone) without FFN chunking, keeping what its backward reads; it returns
 // the block's output. It depends on nothing but in, the weights and p's
-// shared tensors, so a backward may run it again from in.
-func (m *Model) layerTrain(ops *tensor.Ops, l *layerWeights, p *pass, in *tensor.Tensor) (*tensor.Tensor, *layerSaved) {
+// shared tensors, so a backward may run it again from in. kept, when not
+// nil, is the self-attention's output and log-sum-exp a previous run
+// computed (selective checkpointing): they are taken over, not computed.
+func (m *Model) layerTrain(ops *tensor.Ops, l *layerWeights, p *pass, in *tensor.Tensor, kept *attnSaved) (*tensor.Tensor, *layerSaved) {
 	c, eps := &l.Core, float32(m.cfg.Eps)
 	s := &layerSaved{mod: blockMods(ops, p.mods, c.Table)}
 
 	// Self-attention on norm1(h)·(1+scale)+shift, gated into the residual.
 	x1 := modulate(ops, in, s.mod[0], s.mod[1], eps)
-	s.a, s.attn1 = m.attnTrain(ops, &c.Attn1, x1, x1, p, true)
+	s.a, s.attn1 = m.attnTrain(ops, &c.Attn1, x1, x1, p, true, kept)
 	x1.Free()
 	h1 := afterSelfAttention(ops, in, s)
 
@@ -369,7 +399,7 @@ func (m *Model) layerTrain(ops *tensor.Ops, l *layerWeights, p *pass, in *tensor
 	if m.cfg.CrossAttnNorm {
 		x2 = ops.LayerNorm(h1, l.Norm2.W, l.Norm2.B, eps)
 	}
-	a2, attn2 := m.attnTrain(ops, &c.Attn2, x2, p.text, p, false)
+	a2, attn2 := m.attnTrain(ops, &c.Attn2, x2, p.text, p, false, nil)
 	s.attn2 = attn2
 	if x2 != h1 {
 		x2.Free()
@@ -400,17 +430,22 @@ func afterSelfAttention(ops *tensor.Ops, in *tensor.Tensor, s *layerSaved) *tens
 
 // attnTrain is an attention (self: q, k, v from x with RoPE; cross: k and
 // v from kv, no RoPE) keeping what its backward reads. It returns the
-// output projection's result.
-func (m *Model) attnTrain(ops *tensor.Ops, w *attention, x, kv *tensor.Tensor, p *pass, self bool) (*tensor.Tensor, *attnSaved) {
+// output projection's result. With kept (its o and lse) the attention
+// itself does not run again: its inputs' projections do, for the backward.
+func (m *Model) attnTrain(ops *tensor.Ops, w *attention, x, kv *tensor.Tensor, p *pass, self bool, kept *attnSaved) (*tensor.Tensor, *attnSaved) {
 	s := &attnSaved{}
 	s.qPre, s.qLow = projectTrain(ops, x, w.Q)
 	s.kPre, s.kLow = projectTrain(ops, kv, w.K)
 	s.v, s.vLow = projectTrain(ops, kv, w.V)
 	reshape(ops, s.v, kv.Dim(0), kv.Dim(1), m.cfg.NumAttentionHeads, m.cfg.AttentionHeadDim)
-	q := m.qkHeads(ops, s.qPre, w.NormQ, p, self)
-	k := m.qkHeads(ops, s.kPre, w.NormK, p, self)
-	s.o, s.lse = ops.AttentionLSE(q, k, s.v, m.attnScale())
-	tensor.Free(q, k)
+	if kept != nil && kept.o != nil {
+		s.o, s.lse = kept.o, kept.lse
+	} else {
+		q := m.qkHeads(ops, s.qPre, w.NormQ, p, self)
+		k := m.qkHeads(ops, s.kPre, w.NormK, p, self)
+		s.o, s.lse = ops.AttentionLSE(q, k, s.v, m.attnScale())
+		tensor.Free(q, k)
+	}
 	a, oLow := projectTrain(ops, view(ops, s.o, x.Dim(0), x.Dim(1), m.cfg.InnerDim()), w.Out)
 	s.oLow = oLow
 	return a, s
@@ -469,6 +504,9 @@ func (m *Model) outTrain(ops *tensor.Ops, p *pass, in *tensor.Tensor) (*tensor.T
 // text and dout stay the caller's.
 func (m *Model) TrainBlock(r residency.Runner, ops *tensor.Ops, i int, latent [3]int, hidden, mods, text, dout *tensor.Tensor,
 	grads map[string]*tensor.Tensor, dmods, dtext *tensor.Tensor) (*tensor.Tensor, error) {
+	if err := m.cfg.Trainable(); err != nil {
+		return nil, err
+	}
 	if m.comp == nil {
 		return nil, errors.New("wan: Component must be declared before TrainBlock")
 	}
@@ -485,24 +523,38 @@ func (m *Model) TrainBlock(r residency.Runner, ops *tensor.Ops, i int, latent [3
 	if hidden == nil || hidden.Rank() != 3 || hidden.Dim(1) != grid.tokens() {
 		return nil, fmt.Errorf("wan: TrainBlock: hidden %v, want [B, %d, %d]", hidden, grid.tokens(), m.cfg.InnerDim())
 	}
+	if err := m.Train.check(); err != nil {
+		return nil, err
+	}
 	t := &Tape{m: m, p: pass{batch: hidden.Dim(0), tokens: grid.tokens(), grid: grid, mods: mods, text: text}}
+	t.initLayers()
 	cos, sin := grid.ropeHalves()
 	half := m.cfg.AttentionHeadDim / 2
 	t.p.cos, t.p.sin = ops.UploadF64(cos, t.p.tokens, half), ops.UploadF64(sin, t.p.tokens, half)
-	lt := &layerTape{in: hidden}
+	lt := &t.layers[i]
+	lt.in = hidden
 	defer func() {
 		tensor.Free(t.p.cos, t.p.sin)
+		if t.stored[i] {
+			t.store.Release(i)
+		}
 		tensor.Free(lt.saved.tensors()...)
 	}()
 	b := &bwd{m: m, ops: ops, t: t, grads: grads, dmods: dmods, dtext: dtext}
 	block, l := m.comp.Blocks[1+i], &m.layers[i]
 	err = runBlock(r, ops, block, func() {
 		var out *tensor.Tensor
-		out, lt.saved = m.layerTrain(ops, l, &t.p, hidden)
+		out, lt.saved = m.layerTrain(ops, l, &t.p, hidden, nil)
 		out.Free()
 	})
+	if err == nil {
+		err = t.stash(ops, i, false)
+	}
+	if err == nil {
+		err = t.unstash(ops, i, false)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("wan: TrainBlock %d: %w", i, err)
 	}
 	var dh *tensor.Tensor
 	err = runBlock(r, ops, block, func() { dh = b.layerBack(l, i, lt, ops.Copy(dout), true) })

@@ -7,6 +7,7 @@ import (
 
 	"ferry/backend/cpu"
 	"ferry/backend/cpu/gemm"
+	"ferry/dtype"
 	"ferry/model/modeltest"
 	"ferry/residency"
 	"ferry/tensor"
@@ -29,31 +30,58 @@ import (
 // temporaries).
 func BenchmarkTrainBlock1_3B(b *testing.B) {
 	for _, mode := range []string{"lora", "full"} {
-		b.Run(mode, func(b *testing.B) { benchTrainBlock(b, mode == "full") })
+		b.Run(mode, func(b *testing.B) { benchTrainBlock(b, mode == "full", TrainOptions{}) })
 	}
 }
 
-func benchTrainBlock(b *testing.B, full bool) {
+// BenchmarkTrainBlockKnobs1_3B is BenchmarkTrainBlock1_3B's LoRA step
+// under each checkpointing mode, in fp32 and with bf16 autocast (bf16
+// GEMM weights and compute dtype, bf16 saved activations): the time each
+// mode's recomputation costs and the peak it saves.
+func BenchmarkTrainBlockKnobs1_3B(b *testing.B) {
+	for _, dt := range []dtype.DType{dtype.F32, dtype.BF16} {
+		for _, mode := range []Checkpointing{CheckpointNone, CheckpointSelective, CheckpointBlock} {
+			b.Run(dt.String()+"/"+mode.String(), func(b *testing.B) {
+				benchTrainBlock(b, false, TrainOptions{Checkpointing: mode, DType: dt})
+			})
+		}
+	}
+}
+
+func benchTrainBlock(b *testing.B, full bool, opts TrainOptions) {
 	cfg := Config1_3B()
 	cfg.NumLayers = 1
 	dim, tokens, text := cfg.InnerDim(), 5*16*16, 512
 	dev := cpu.NewDevice(0)
-	ops := tensor.NewOps(cpu.New(dev, gemm.Best()))
+	be := cpu.New(dev, gemm.Best())
+	ops := tensor.NewOps(be)
+	if opts.DType == dtype.BF16 {
+		if err := be.SetComputeDType(dtype.BF16); err != nil {
+			b.Fatal(err)
+		}
+	}
 	fixed := residency.Fixed{Tensors: map[string]*tensor.Tensor{}}
 	src := synthesize(cfg, 1)
 	grads := map[string]*tensor.Tensor{}
+	_, shapes := cfg.LinearShapes()
 	for _, p := range cfg.Params() {
 		if p.Block != layerBlock(0) {
 			continue
 		}
 		d, _ := src.Get(p.Name)
 		fixed.Tensors[p.Name] = ops.Upload(d, p.Shape...)
+		if _, ok := shapes[strings.TrimSuffix(p.Name, ".weight")]; ok && opts.DType == dtype.BF16 {
+			w := fixed.Tensors[p.Name]
+			fixed.Tensors[p.Name] = ops.Cast(w, dtype.BF16)
+			w.Free()
+		}
 		if full {
 			grads[p.Name] = ops.Zeros(p.Shape...)
 		}
 	}
 	m := New(cfg)
 	m.Component("transformer", nil)
+	m.Train = opts
 	var adapters []LoRA
 	if !full {
 		adapters = benchLoRA(ops, cfg, 32)
