@@ -18,6 +18,7 @@ import (
 	"ferry/lora"
 	"ferry/model/wan"
 	"ferry/pipeline"
+	"ferry/planner"
 	"ferry/progress"
 	"ferry/tensor"
 	"ferry/train"
@@ -53,6 +54,11 @@ type trainFlags struct {
 	targets                       []string
 	loraInitAdapters              []lora.Adapter
 	transformerDir, weightsSource string
+	batchAuto                     bool // --batch-size auto (train_auto.go)
+	// The memory knobs (train_knobs.go).
+	knobs trainKnobs
+	// The weights' residency: --plan, --trace (train_stream.go).
+	stream trainStream
 }
 
 func (f *trainFlags) define(e *env) *flag.FlagSet {
@@ -62,7 +68,8 @@ func (f *trainFlags) define(e *env) *flag.FlagSet {
 	fs.StringVar(&f.fixedBatch, "fixed-batch", "", "train on this one batch every step: safetensors with latents, noise, sigmas, encoder_hidden_states")
 	fs.StringVar(&f.out, "out", "", "write the trained LoRA (or, with --full, the transformer weights) here, .safetensors")
 	fs.IntVar(&f.steps, "steps", 0, "optimizer steps to train for (a resumed run counts those already done)")
-	fs.IntVar(&f.batch, "batch-size", 1, "samples per micro-batch")
+	f.batch = 1
+	fs.Var(batchFlag{n: &f.batch, auto: &f.batchAuto}, "batch-size", "samples per micro-batch, or auto: the largest that fits the budgets (train_auto.go)")
 	fs.IntVar(&f.accum, "grad-accum", 1, "micro-batches whose gradients are averaged into each step")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the data order, timesteps, noise and LoRA initialisation")
 	fs.StringVar(&f.sampling, "timestep-sampling", "shift", "how sigma is drawn: uniform, logit-normal or shift")
@@ -87,6 +94,8 @@ func (f *trainFlags) define(e *env) *flag.FlagSet {
 	fs.BoolVar(&f.quiet, "quiet", false, "print nothing but errors")
 	fs.Var(&f.deviceMem, "device-mem", "device memory budget, e.g. 8GiB (default: unlimited)")
 	fs.Var(&f.hostMem, "host-mem", "host memory budget, e.g. 16GiB (default: unlimited)")
+	f.knobs.define(fs)
+	f.stream.define(fs)
 	return fs
 }
 
@@ -110,6 +119,11 @@ func runTrain(e *env, args []string) error {
 	}
 	defer set.Close()
 	f.weightsSource = set.Path()
+	if f.batchAuto {
+		if err := chooseTrainBatch(f, cfg); err != nil {
+			return err
+		}
+	}
 	data, err := f.openData(cfg)
 	if err != nil {
 		return err
@@ -177,6 +191,9 @@ func (f *trainFlags) check() error {
 	f.timesteps = train.Timesteps{Sampling: samp, FlowShift: f.flowShift}
 	if err := f.config().Check(); err != nil {
 		return userf("%v (see ferry train -h)", err)
+	}
+	if err := f.knobs.check(); err != nil {
+		return err
 	}
 	if f.checkpointDir == "" {
 		f.checkpointDir = strings.TrimSuffix(f.out, ".safetensors") + ".checkpoints"
@@ -297,7 +314,14 @@ func readFixedBatch(path string) (*train.Batch, error) {
 // writes the outputs.
 func trainRun(e *env, f *trainFlags, cfg wan.Config, set *checkpoint.Set, data train.Data) error {
 	budget := pipeline.Budget{DeviceBytes: f.deviceMem.bytes, HostBytes: f.hostMem.bytes}
-	rt, err := pipeline.NewRuntime(budget, nil, pipeline.Options{Context: e.ctx})
+	plan, err := f.stream.resolve(f, cfg)
+	if err != nil {
+		return err
+	}
+	if err := checkWritable(f.stream.trace); err != nil {
+		return err
+	}
+	rt, err := pipeline.NewRuntime(budget, plan, pipeline.Options{Context: e.ctx, ComputeDType: f.knobs.dtype, DenseWeights: true})
 	if err != nil {
 		return err
 	}
@@ -306,15 +330,22 @@ func trainRun(e *env, f *trainFlags, cfg wan.Config, set *checkpoint.Set, data t
 	rng := train.NewRNG(f.seed)
 	opt := train.WanOptions{Full: f.full, LoRA: train.LoRAOptions{Rank: f.loraRank, Alpha: f.loraAlpha,
 		Targets: f.targets, Init: f.loraInitAdapters}}
+	store := f.knobs.apply(&opt, rt)
+	opt.Residency = f.stream.residency(rt)
 	net, err := train.NewWanNet(ops, cfg, set, opt, rng)
 	if err != nil {
 		return classify(asUserIfInput(err))
 	}
 	defer net.Close()
-	tr, err := train.New(f.config(), net, data, rng)
-	if err != nil {
-		return asUser(err)
+	tcfg := f.config()
+	if f.knobs.emaTier == "device" {
+		tcfg.EMAOps = ops
 	}
+	tr, err := train.New(tcfg, net, data, rng)
+	if err != nil {
+		return classify(asUserIfInput(err))
+	}
+	defer tr.Close()
 	if f.resume != "" {
 		dir, err := train.FindCheckpoint(f.resume)
 		if err != nil {
@@ -349,12 +380,21 @@ func trainRun(e *env, f *trainFlags, cfg wan.Config, set *checkpoint.Set, data t
 	}
 	rep := newTrainReport(f, net, tr, measured, time.Since(start))
 	rep.ResumedAt = resumedAt
+	rep.Memory = f.knobs.memory(net, tr, store)
+	rep.Streaming = f.stream.streaming(rt, len(tr.History)-resumedAt)
+	rep.Predicted = predictTrainRun(f, cfg)
 	if f.report != "" {
 		rep.Outputs = append(slices.Clone(outputs), f.report)
 		if err := pipeline.WriteJSON(f.report, rep); err != nil {
 			return err
 		}
 		outputs = append(outputs, f.report)
+	}
+	if f.stream.trace != "" {
+		if err := pipeline.WriteFileAtomicFunc(f.stream.trace, rt.Trace.WriteChrome); err != nil {
+			return err
+		}
+		outputs = append(outputs, f.stream.trace)
 	}
 	if f.chart != "" {
 		title := fmt.Sprintf("ferry train %s: %s", rep.Mode, filepath.Base(filepath.Clean(f.model)))
@@ -474,7 +514,11 @@ func writeTrained(f *trainFlags, net *train.WanNet, tr *train.Trainer) ([]string
 	outs := []string{f.out}
 	var ema [][]float32
 	if e := tr.EMA(); e != nil {
-		ema = e.W
+		w, err := e.Values()
+		if err != nil {
+			return nil, err
+		}
+		ema = w
 		outs = append(outs, emaPath(f.out))
 	}
 	meta := map[string]string{"ferry_steps": strconv.Itoa(tr.Step()), "ferry_base_model": f.weightsSource}
@@ -521,7 +565,14 @@ type trainReport struct {
 	ResumedAt int              `json:"resumed_at_step,omitempty"`
 	Steps     []train.StepStat `json:"steps"`
 	Measured  trainMeasured    `json:"measured"`
-	Outputs   []string         `json:"outputs"`
+	// Memory is what the memory knobs kept and freed (train_knobs.go).
+	Memory trainMemory `json:"memory"`
+	// Streaming is the weights' plan and its stalls and copies, forward
+	// and backward apart (train_stream.go).
+	Streaming trainStreaming `json:"streaming"`
+	// Predicted is the planner's prediction for the run (train_auto.go).
+	Predicted *planner.TrainPrediction `json:"predicted,omitempty"`
+	Outputs   []string                 `json:"outputs"`
 }
 
 // trainRequest is the run's resolved settings.
@@ -545,6 +596,10 @@ type trainRequest struct {
 	MaxGradNorm      float64    `json:"max_grad_norm"`
 	EMADecay         float64    `json:"ema_decay"`
 	Resume           string     `json:"resume,omitempty"`
+	Checkpointing    string     `json:"checkpointing"`
+	ActivationTier   string     `json:"activation_tier"`
+	EMATier          string     `json:"ema_tier,omitempty"`
+	DType            string     `json:"dtype"`
 }
 
 // trainMeasured is what the run observed: memory peaks as generate
@@ -572,17 +627,21 @@ func newTrainReport(f *trainFlags, net *train.WanNet, tr *train.Trainer, m pipel
 	// Host state: master weights, two moments, the downloaded gradients
 	// and the EMA, float32 each.
 	copies := int64(4)
-	if tr.EMA() != nil {
+	if tr.EMA() != nil && !tr.EMA().OnDevice() {
 		copies++
 	}
 	r := trainReport{Model: f.model, Mode: mode, TrainableParams: n, Steps: tr.History,
 		Request: trainRequest{Data: f.data, FixedBatch: f.fixedBatch, Steps: f.steps, BatchSize: f.batch, GradAccum: f.accum,
 			Seed: f.seed, TimestepSampling: f.timesteps.Sampling.String(), LR: f.lr, Betas: [2]float64{f.adam.Beta1, f.adam.Beta2},
-			AdamEps: f.adamEps, WeightDecay: f.weightDecay, MaxGradNorm: f.maxGradNorm, EMADecay: f.emaDecay, Resume: f.resume},
+			AdamEps: f.adamEps, WeightDecay: f.weightDecay, MaxGradNorm: f.maxGradNorm, EMADecay: f.emaDecay, Resume: f.resume,
+			Checkpointing: f.knobs.checkpointing, ActivationTier: f.knobs.activationTier, DType: f.knobs.dtypeName},
 		Measured: trainMeasured{PeakDeviceBytes: m.PeakDeviceBytes, PeakDeviceReservedBytes: m.PeakDeviceReservedBytes,
 			PeakHostBytes: m.PeakHostBytes, PeakRSSBytes: m.PeakRSSBytes, HostStateBytes: 4 * n * copies, TotalS: total.Seconds()}}
 	if f.timesteps.Sampling == train.Shift {
 		r.Request.FlowShift = f.flowShift
+	}
+	if f.emaDecay > 0 {
+		r.Request.EMATier = f.knobs.emaTier
 	}
 	if !f.full {
 		r.Request.LoRARank, r.Request.LoRAAlpha, r.Request.LoRATargets, r.Request.LoRAInit = f.loraRank, f.loraAlpha, f.targets, f.loraInit

@@ -99,7 +99,7 @@ func checkGoldenLoss(t *testing.T, what string, got float32, ref *checkpoint.Set
 func TestTrainGoldenFull(t *testing.T) {
 	dir := t.TempDir()
 	grads, rep, out := filepath.Join(dir, "g.safetensors"), filepath.Join(dir, "r.json"), filepath.Join(dir, "full.safetensors")
-	code, _, stderr := ferry(t, "train", "--model", trainGoldenModel, "--fixed-batch", trainGoldenBatch, "--full",
+	code, _, stderr := ferry(t, "train", "--model", trainGoldenModel, "--fixed-batch", trainGoldenBatch, "--full", "--dtype", "fp32",
 		"--steps", "1", "--grads-out", grads, "--report", rep, "--out", out, "--quiet")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -133,7 +133,7 @@ func TestTrainGoldenFull(t *testing.T) {
 func TestTrainGoldenLoRA(t *testing.T) {
 	dir := t.TempDir()
 	grads, rep, out := filepath.Join(dir, "g.safetensors"), filepath.Join(dir, "r.json"), filepath.Join(dir, "lora.safetensors")
-	code, _, stderr := ferry(t, "train", "--model", trainGoldenModel, "--fixed-batch", trainGoldenBatch,
+	code, _, stderr := ferry(t, "train", "--model", trainGoldenModel, "--fixed-batch", trainGoldenBatch, "--dtype", "fp32",
 		"--lora-rank", "4", "--lora-alpha", "8", "--lora-init", filepath.Join(trainGolden, "lora_init.safetensors"),
 		"--steps", "2", "--lr", "1e-3", "--betas", "0.9,0.999", "--adam-eps", "1e-8", "--weight-decay", "0.01", "--ema-decay", "0.9",
 		"--grads-out", grads, "--report", rep, "--out", out, "--chart", filepath.Join(dir, "loss.svg"), "--quiet")

@@ -62,6 +62,9 @@ type Options struct {
 	// (cpu.Device.SmallPagesFirst): where the hardware profile measured
 	// those pages cheaper to touch (hwprofile.Profile.SmallPagesFirst).
 	SmallPagesFirst bool
+	// DenseWeights keeps GEMM weights unpacked (training: the backward
+	// kernels refuse packed matrices).
+	DenseWeights bool
 }
 
 // DefaultComputeDType is BF16 where the CPU multiplies bf16 natively
@@ -112,7 +115,7 @@ func NewRuntime(b Budget, plan *residency.Plan, opt Options) (*Runtime, error) {
 	}
 	rt.Backend, rt.HostBackend, rt.ComputeDType = be, hostBe, matrix
 	ex, err := residency.New(residency.Config{Backend: rt.Backend, HostBackend: rt.HostBackend, Plan: plan, Trace: rt.Trace,
-		Context: rt.ctx, OnBlock: opt.OnBlock, MatrixDType: matrix})
+		Context: rt.ctx, OnBlock: opt.OnBlock, MatrixDType: matrix, Dense: opt.DenseWeights})
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package residency
 
 import (
 	"fmt"
+	"time"
 
 	"ferry/tensor"
 	"ferry/trace"
@@ -49,7 +50,10 @@ func (e *Executor) load(b *Block) (*tensor.Buffer, error) {
 		// Only row-gathered tables: nothing moves, nothing is allocated.
 		return tensor.HostBuffer(nil), nil
 	}
-	t0 := e.cfg.Trace.Now()
+	t0, start := e.cfg.Trace.Now(), time.Now() // the stats need no recorder
+	e.mu.Lock()
+	phase := e.phase
+	e.mu.Unlock()
 	buf, err := dev.Alloc(b.devBytes, b.Name)
 	if err != nil {
 		return nil, err
@@ -90,14 +94,15 @@ func (e *Executor) load(b *Block) (*tensor.Buffer, error) {
 		}
 		p.view = view
 	}
-	dur := e.cfg.Trace.Now() - t0
-	e.cfg.Trace.Add(trace.Span{Kind: trace.Copy, Track: trace.TrackCopy, Name: b.Name, Start: t0, Dur: dur, Bytes: b.devBytes})
+	dur := time.Since(start)
+	e.cfg.Trace.Add(trace.Span{Kind: trace.Copy, Track: trace.TrackCopy, Name: b.Name, Start: t0, Dur: e.cfg.Trace.Now() - t0, Bytes: b.devBytes})
 	e.mu.Lock()
 	b.loads++
 	e.stats.Loads++
 	e.stats.BytesCopied += b.devBytes
 	e.stats.BytesReadDisk += read
 	e.stats.CopyTime += dur
+	e.addPhase(phase, 0, dur, 1)
 	e.mu.Unlock()
 	return buf, nil
 }

@@ -20,6 +20,12 @@ type Component struct {
 	Name   string
 	Source Source
 	Blocks []*Block
+	// Order, when set, is the cyclic order the blocks run in, by index,
+	// instead of declaration order: a training step runs its blocks
+	// forward and then backward (TrainingOrder). A streamed component
+	// prefetches along it, and a block that runs twice in a row (the turn)
+	// stays on the device in between.
+	Order []int
 }
 
 // Block is the unit of residency: a set of weights that move together.
@@ -78,6 +84,12 @@ type compState struct {
 	*Component
 	plan ComponentPlan
 	ops  *tensor.Ops
+	// cursor is the position in Order after the block that ran last
+	// (guarded by Executor.mu).
+	cursor int
+	// next is the component prefetch runs on into past this one's end
+	// (Handoff; guarded by Executor.mu).
+	next *compState
 }
 
 // Config sets up an Executor.
@@ -100,6 +112,9 @@ type Config struct {
 	// OnBlock, when set, is called after each block's compute with the
 	// component and block names (progress reporting).
 	OnBlock func(component, block string)
+	// Dense keeps GEMM weights unpacked: training needs it, the backward
+	// kernels refuse packed matrices.
+	Dense bool
 }
 
 // Stats are the executor's measurements.
@@ -110,6 +125,18 @@ type Stats struct {
 	BytesReadDisk int64         // bytes read from checkpoints
 	Loads         int           // block loads
 	Evictions     int
+	// Phases splits CopyWait and CopyTime by the phase the caller named
+	// with SetPhase (a training step's "forward" and "backward"); nil
+	// when no phase was ever set.
+	Phases map[string]PhaseStats
+}
+
+// PhaseStats are the streaming figures of one phase: the stalls of its
+// blocks' runs, and the copies that started while it was current.
+type PhaseStats struct {
+	CopyWait time.Duration
+	CopyTime time.Duration
+	Loads    int
 }
 
 // Executor runs blocks with their weights in place, as a Plan says.
@@ -128,6 +155,7 @@ type Executor struct {
 	current *compState
 	clock   uint64
 	stats   Stats
+	phase   string
 	staging *tensor.Buffer
 	done    chan struct{}
 }
@@ -175,6 +203,9 @@ func (e *Executor) Register(c *Component) error {
 		backend = e.cfg.HostBackend
 	}
 	cs.ops = tensor.NewOps(backend)
+	if err := checkOrder(c); err != nil {
+		return err
+	}
 	for i, b := range c.Blocks {
 		b.comp, b.index = cs, i
 		if err := e.resolve(b); err != nil {
@@ -220,7 +251,9 @@ func (e *Executor) resolve(b *Block) error {
 			if e.cfg.MatrixDType == dtype.BF16 {
 				p.devType = dtype.BF16
 			}
-			p.layout, p.group = e.packing(b.comp, info, p.devType)
+			if !e.cfg.Dense {
+				p.layout, p.group = e.packing(b.comp, info, p.devType)
+			}
 		}
 		p.devOff = b.devBytes
 		p.rawOff = b.rawBytes
@@ -343,7 +376,7 @@ func (e *Executor) Run(b *Block, fn func() error) error {
 		}
 	case Stream:
 		e.enqueue(b)
-		e.prefetch(b)
+		e.prefetch(b, cs.advance(b))
 	default:
 		e.enqueue(b)
 	}
@@ -373,7 +406,7 @@ func (e *Executor) Run(b *Block, fn func() error) error {
 	e.mu.Lock()
 	unbind(b)
 	b.inUse = false
-	if cs.plan.Placement == Stream && !e.keeps(b) {
+	if cs.plan.Placement == Stream && !e.keeps(b) && !cs.runsNext(b) {
 		e.evict(b)
 	}
 	e.mu.Unlock()
@@ -386,19 +419,14 @@ func (e *Executor) keeps(b *Block) bool {
 	return b.index < p.Persistent || p.Blocks[b.Name] == Resident
 }
 
-// prefetch queues the next Prefetch blocks after b (wrapping around),
-// skipping blocks that stay resident anyway. Caller holds e.mu.
-func (e *Executor) prefetch(b *Block) {
+// prefetch queues the next Prefetch blocks after position pos of the
+// component's order (wrapping around), skipping b itself and blocks that
+// stay resident anyway. Caller holds e.mu.
+func (e *Executor) prefetch(b *Block, pos int) {
 	cs := b.comp
-	n := len(cs.Blocks)
-	want := min(cs.plan.Prefetch, n-1)
-	for i, queued := 1, 0; i < n && queued < want; i++ {
-		x := cs.Blocks[(b.index+i)%n]
-		if x.dev != nil && e.keeps(x) {
-			continue
-		}
+	skip := func(x *Block) bool { return x == b || (x.dev != nil && e.keeps(x)) }
+	for _, x := range cs.aheadAcross(pos, cs.plan.Prefetch, skip) {
 		e.enqueue(x)
-		queued++
 	}
 }
 
@@ -443,10 +471,12 @@ func (e *Executor) wait(name string, bs []*Block) error {
 	}
 	if stalled {
 		d := time.Since(t0)
-		e.cfg.Trace.Add(trace.Span{Kind: trace.Wait, Track: trace.TrackCompute, Name: "wait " + name, Start: e.cfg.Trace.Now() - d, Dur: d})
 		e.mu.Lock()
+		phase := e.phase
 		e.stats.CopyWait += d
+		e.addPhase(phase, d, 0, 0)
 		e.mu.Unlock()
+		e.traceWait(name, phase, d)
 	}
 	return nil
 }
@@ -561,7 +591,14 @@ func (e *Executor) Done(component string) {
 func (e *Executor) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.stats
+	s := e.stats
+	if s.Phases != nil {
+		s.Phases = make(map[string]PhaseStats, len(e.stats.Phases))
+		for k, v := range e.stats.Phases {
+			s.Phases[k] = v
+		}
+	}
+	return s
 }
 
 // Close stops the copy worker and frees every buffer the executor holds.

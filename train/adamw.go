@@ -3,6 +3,8 @@ package train
 import (
 	"fmt"
 	"math"
+
+	"ferry/tensor"
 )
 
 // AdamConfig is AdamW's hyperparameters (torch.optim.AdamW's names).
@@ -105,11 +107,16 @@ func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 
 // EMA is an exponential moving average of the parameters: it starts at
 // their initial values and after every optimizer step becomes
-// decay·ema + (1−decay)·w.
+// decay·ema + (1−decay)·w. It lives on the host (W) or, made by
+// NewDeviceEMA, as device tensors (ema_device.go).
 type EMA struct {
 	Decay float64
-	// W holds the averages, one slice per parameter.
+	// W holds the averages, one slice per parameter (on the host tier;
+	// with a device EMA, what Values last downloaded).
 	W [][]float32
+
+	ops *tensor.Ops
+	dev []*tensor.Tensor
 }
 
 // NewEMA starts an average at the parameters' current values.
@@ -119,6 +126,9 @@ func NewEMA(decay float64, params []*Param) *EMA {
 
 // Update folds the parameters' current values into the average.
 func (e *EMA) Update(params []*Param) error {
+	if e.dev != nil {
+		return e.updateDevice(params)
+	}
 	if len(e.W) != len(params) {
 		return fmt.Errorf("ema: state for %d parameters, given %d", len(e.W), len(params))
 	}

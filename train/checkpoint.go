@@ -89,7 +89,11 @@ func (t *Trainer) writeState(dir string) error {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	if t.ema != nil {
-		if err := writeTensors(filepath.Join(dir, emaFile), "", params, t.ema.W); err != nil {
+		w, err := t.ema.Values()
+		if err != nil {
+			return err
+		}
+		if err := writeTensors(filepath.Join(dir, emaFile), "", params, w); err != nil {
 			return err
 		}
 	}
@@ -203,6 +207,9 @@ func (t *Trainer) Restore(dir string) error {
 	}
 	if t.ema != nil {
 		if err := readTensors(filepath.Join(dir, emaFile), "", params, t.ema.W); err != nil {
+			return err
+		}
+		if err := t.ema.load(); err != nil {
 			return err
 		}
 	}

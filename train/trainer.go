@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"ferry/tensor"
 )
 
 // Config is what a run does beyond its model and data.
@@ -22,6 +24,10 @@ type Config struct {
 	MaxGradNorm float64
 	// EMADecay keeps an EMA of the parameters (0: none).
 	EMADecay float64
+	// EMAOps, when set, keeps the EMA as float32 tensors on its device
+	// (--ema-tier device: the trainable bytes count there); nil keeps it
+	// on the host.
+	EMAOps *tensor.Ops
 	// SaveEvery saves a checkpoint into CheckpointDir every so many steps
 	// (0: only when interrupted).
 	SaveEvery     int
@@ -111,11 +117,24 @@ func New(cfg Config, net Net, data Data, rng *RNG) (*Trainer, error) {
 		return nil, errors.New("nothing to train: the model has no trainable parameters")
 	}
 	t := &Trainer{cfg: cfg, net: net, data: data, rng: rng, opt: NewAdamW(cfg.Adam, params), grads: zeroLike(params)}
-	if cfg.EMADecay > 0 {
+	if cfg.EMADecay > 0 && cfg.EMAOps != nil {
+		ema, err := NewDeviceEMA(cfg.EMADecay, params, cfg.EMAOps)
+		if err != nil {
+			return nil, err
+		}
+		t.ema = ema
+	} else if cfg.EMADecay > 0 {
 		t.ema = NewEMA(cfg.EMADecay, params)
 	}
-	return t, t.net.Sync()
+	if err := t.net.Sync(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
 }
+
+// Close frees what the trainer holds on the device (a device EMA).
+func (t *Trainer) Close() { t.ema.Free() }
 
 // Step is the number of optimizer steps done so far.
 func (t *Trainer) Step() int { return t.step }
@@ -173,6 +192,9 @@ func (t *Trainer) interrupt(cause error) error {
 // Train does one optimizer step: GradAccum micro-batches forward and
 // backward, the averaged gradients clipped, AdamW, the EMA.
 func (t *Trainer) Train() (StepStat, error) {
+	if z, ok := t.net.(Offloader); ok && z.Offloads() {
+		return t.trainOffloaded(z)
+	}
 	start := time.Now()
 	var lossSum float64
 	for range t.cfg.GradAccum {

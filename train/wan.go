@@ -9,7 +9,6 @@ import (
 	"ferry/dtype"
 	"ferry/lora"
 	"ferry/model/wan"
-	"ferry/residency"
 	"ferry/tensor"
 )
 
@@ -32,6 +31,15 @@ type WanOptions struct {
 	// weights); otherwise LoRA adapters do.
 	Full bool
 	LoRA LoRAOptions
+	// Residency, when set, puts the weights under an executor (frozen
+	// base weights with LoRA; host-tier master weights with Full, see
+	// zero.go); nil fixes them all on the device as float32.
+	Residency *Residency
+	// Train are the training pass's memory knobs (checkpointing, the saved
+	// activations' dtype and where they wait: wan.TrainOptions). With
+	// DType BF16 and no Residency, the fixed GEMM weights are kept bf16 on
+	// the device too (autocast.go).
+	Train wan.TrainOptions
 }
 
 // WanNet is a Wan transformer as a Net. Its weights live on the compute
@@ -55,8 +63,12 @@ type WanNet struct {
 	baseGrads map[string]*tensor.Tensor
 
 	tape      *wan.Tape
+	tapeStats wan.TapeStats  // the largest tape a Forward kept (autocast.go)
 	context   *tensor.Tensor // borrowed by the tape until Backward
 	predShape []int          // the shape of the tape's prediction
+
+	res  *Residency // nil: the weights are fixed on the device
+	zero *zeroState // full fine-tuning with host-tier master weights
 }
 
 // NewWanNet loads the transformer's weights from set as float32 onto ops'
@@ -64,22 +76,35 @@ type WanNet struct {
 // that opt.LoRA.Init does not give.
 func NewWanNet(ops *tensor.Ops, cfg wan.Config, set *checkpoint.Set, opt WanOptions, rng *RNG) (*WanNet, error) {
 	n := &WanNet{model: wan.New(cfg), ops: ops, weights: map[string]*tensor.Tensor{}, full: opt.Full,
-		lopt: opt.LoRA, baseGrads: map[string]*tensor.Tensor{}}
-	n.model.Component("transformer", nil)
+		lopt: opt.LoRA, baseGrads: map[string]*tensor.Tensor{}, res: opt.Residency}
 	ok := false
 	defer func() {
 		if !ok {
 			n.Close()
 		}
 	}()
-	if err := n.loadWeights(cfg, set); err != nil {
+	var err error
+	switch {
+	case n.res == nil:
+		n.model.Component(ComponentName, nil)
+		err = n.loadWeights(cfg, set)
+	case opt.Full:
+		err = n.setupZero(cfg, set)
+	default:
+		err = n.setupFrozen(cfg, set)
+	}
+	if err != nil {
 		return nil, err
 	}
-	var err error
-	if opt.Full {
+	switch {
+	case opt.Full && n.zero != nil:
+	case opt.Full:
 		err = n.setupFull(cfg)
-	} else {
+	default:
 		err = n.setupLoRA(cfg, rng)
+	}
+	if err == nil {
+		err = n.setupTraining(opt.Train)
 	}
 	if err != nil {
 		return nil, err
@@ -221,6 +246,10 @@ func (n *WanNet) Config() wan.Config { return n.model.Config() }
 
 // Sync uploads the parameters' host values into their device tensors.
 func (n *WanNet) Sync() error {
+	if n.zero != nil {
+		n.zero.invalidateAll() // the executor loads them from the masters
+		return nil
+	}
 	for i, p := range n.params {
 		if err := n.ops.B.Upload(n.dev[i], f32Bytes(p.Data), dtype.F32); err != nil {
 			return fmt.Errorf("sync %s: %w", p.Name, err)
@@ -241,11 +270,18 @@ func (n *WanNet) Forward(xt []float32, shape []int, timesteps []float32, context
 		c.Free()
 		return nil, err
 	}
-	pred, tape, err := n.model.ForwardTrain(residency.Fixed{Tensors: n.weights}, n.ops, x, timesteps, c)
+	r, done, err := n.runner(PhaseForward)
 	if err != nil {
 		c.Free()
 		return nil, err
 	}
+	pred, tape, err := n.model.ForwardTrain(r, n.ops, x, timesteps, c)
+	done()
+	if err != nil {
+		c.Free()
+		return nil, err
+	}
+	n.noteTape(tape)
 	out := n.ops.Download(pred)
 	n.predShape = slices.Clone(pred.Shape())
 	pred.Free()
@@ -273,11 +309,19 @@ func (n *WanNet) Backward(dpred []float32) error {
 	if err := n.ops.Err(); err != nil {
 		return err
 	}
-	return n.model.Backward(residency.Fixed{Tensors: n.weights}, n.ops, tape, d, n.baseGrads)
+	r, done, err := n.runner(PhaseBackward)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return n.model.Backward(r, n.ops, tape, d, n.baseGrads)
 }
 
 // TakeGrads downloads the accumulated gradients and zeroes them.
 func (n *WanNet) TakeGrads(dst [][]float32) error {
+	if n.zero != nil {
+		return n.zero.takeGrads(dst)
+	}
 	if err := checkGrads(n.params, dst); err != nil {
 		return err
 	}
@@ -324,5 +368,9 @@ func (n *WanNet) Close() {
 		tensor.Free(n.dev...)
 	}
 	tensor.Free(n.grads...)
+	if n.zero != nil {
+		n.zero.close()
+		n.zero = nil
+	}
 	n.weights, n.dev, n.grads, n.baseGrads = nil, nil, nil, nil
 }
