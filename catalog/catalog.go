@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"ferry/dtype"
+	"ferry/model/clipvision"
 	"ferry/model/umt5"
 	"ferry/model/wan"
 	"ferry/model/wanvae"
@@ -24,6 +25,27 @@ type Wan struct {
 	// Storage is the dtype the text encoder's and transformer's weights
 	// are published in (the VAE is float32).
 	Storage dtype.DType
+	// TransformerStorage, when set, is the transformers' published dtype
+	// where it differs from Storage (the diffusers Wan 2.2 A14B folders
+	// hold both experts in float32, the text encoder in bf16).
+	TransformerStorage dtype.DType
+	// Boundary is Wan 2.2 A14B's boundary_ratio: a second transformer of
+	// the same config (transformer_2, the low-noise expert) denoises the
+	// steps whose timestep is below Boundary · 1000. 0: one transformer.
+	Boundary float64
+	// ExpandTimesteps is model_index.json's expand_timesteps (TI2V-5B).
+	ExpandTimesteps bool
+	// ImageEncoder is the CLIP vision tower of image-to-video folders
+	// (WanImageToVideoPipeline); nil for text-to-video.
+	ImageEncoder *clipvision.Config
+}
+
+// TransformerDType is the transformers' published dtype.
+func (w Wan) TransformerDType() dtype.DType {
+	if w.TransformerStorage != 0 {
+		return w.TransformerStorage
+	}
+	return w.Storage
 }
 
 // UMT5XXL is Wan 2.1's text encoder, google/umt5-xxl's encoder.
@@ -57,7 +79,26 @@ func WanTiny() Wan {
 	return Wan{Name: "wan-tiny", Text: text, Transformer: tr, VAE: vae, FlowShift: 3, Storage: dtype.BF16}
 }
 
-var wans = map[string]func() Wan{"wan-tiny": WanTiny, "wan2.1-t2v-1.3b": Wan1_3B, "wan2.1-t2v-14b": Wan14B}
+// Wan22T2VA14B is Wan-AI/Wan2.2-T2V-A14B-Diffusers: two experts with Wan
+// 2.1 14B's transformer config (the high-noise transformer and the
+// low-noise transformer_2), boundary_ratio 0.875, the Wan 2.1 VAE, UMT5-XXL
+// and UniPC with flow shift 3, as diffusers' conversion script writes it;
+// the experts in float32.
+func Wan22T2VA14B() Wan {
+	return Wan{Name: "wan2.2-t2v-a14b", Text: UMT5XXL(), Transformer: wan.Config14B(), VAE: wanvae.ConfigWan21(), FlowShift: 3,
+		Storage: dtype.BF16, TransformerStorage: dtype.F32, Boundary: 0.875}
+}
+
+// WanTinyMoE is WanTiny with Wan 2.2 A14B's two-expert layout (boundary
+// 0.875): a small model for trying the expert switch's plans.
+func WanTinyMoE() Wan {
+	w := WanTiny()
+	w.Name, w.Boundary = "wan-tiny-moe", 0.875
+	return w
+}
+
+var wans = map[string]func() Wan{"wan-tiny": WanTiny, "wan2.1-t2v-1.3b": Wan1_3B, "wan2.1-t2v-14b": Wan14B,
+	"wan2.2-t2v-a14b": Wan22T2VA14B, "wan-tiny-moe": WanTinyMoE}
 
 // WanNames lists the Wan architectures, sorted.
 func WanNames() []string {

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 
 	"ferry/checkpoint"
 	"ferry/pipeline"
@@ -11,7 +10,10 @@ import (
 	"ferry/planner"
 )
 
-func init() { families["WanPipeline"] = newWanJob }
+func init() {
+	families["WanPipeline"] = newWanJob
+	families[wan.ImageToVideoClass] = newWanJob
+}
 
 // wanJob is a Wan 2.1 text-to-video request on a folder.
 type wanJob struct {
@@ -35,23 +37,34 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 		return nil, userf("--prompt TEXT is required")
 	}
 	notes := r.Defaults()
+	if err := guidance2(p, &r, g.guidance2); err != nil {
+		return nil, err
+	}
+	if err := readImage(p, &r, g.image); err != nil {
+		return nil, err
+	}
 	if g.latents != "" {
 		v, shape, err := wan.ReadLatents(g.latents)
 		if err != nil {
 			return nil, asUser(fmt.Errorf("--latents: %w", err))
 		}
+		s := p.SpatialScale()
 		if len(shape) != 5 || shape[0] != 1 || shape[1] != p.ZDim() {
-			return nil, userf("--latents %s: shape %v, want [1, %d, T, H/8, W/8]", g.latents, shape, p.ZDim())
+			return nil, userf("--latents %s: shape %v, want [1, %d, T, H/%d, W/%d]", g.latents, shape, p.ZDim(), s, s)
 		}
 		// The latents fix the shape; flags that disagree are an error.
-		want := wan.Request{Height: shape[3] * 8, Width: shape[4] * 8, Frames: (shape[2]-1)*4 + 1}
+		want := wan.Request{Height: shape[3] * s, Width: shape[4] * s, Frames: (shape[2]-1)*4 + 1}
 		if (g.height != 0 && g.height != want.Height) || (g.width != 0 && g.width != want.Width) || (g.frames != 0 && r.Frames != want.Frames) {
 			return nil, userf("--latents %s is for %dx%d, %d frames; drop --height/--width/--frames or make them match", g.latents, want.Height, want.Width, want.Frames)
 		}
 		r.Height, r.Width, r.Frames = want.Height, want.Width, want.Frames
 		r.Latents, r.LatentsFile = v, g.latents
 	}
+	notes = append(notes, patchSize(p, &r)...)
 	if err := r.Check(); err != nil {
+		return nil, asUser(err)
+	}
+	if err := p.CheckSize(r); err != nil {
 		return nil, asUser(err)
 	}
 	for _, s := range g.loras {
@@ -67,7 +80,7 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 // Notes are what diffusers would log as warnings about the request.
 func (j *wanJob) Notes() []string { return j.notes }
 
-func (j *wanJob) Components() []string { return slices.Clone(wan.Components) }
+func (j *wanJob) Components() []string { return j.p.WeightComponents() }
 
 func (j *wanJob) Shape() (int, int, int) { return j.req.Frames, j.req.Height, j.req.Width }
 
@@ -100,6 +113,26 @@ func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
 		return nil, planner.Request{}, err
 	}
 	r := j.req
+	if err := planImage(prof, j.p, r); err != nil {
+		return nil, planner.Request{}, err
+	}
 	return prof, planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
-		PromptTokens: j.p.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance, AdapterBytes: wan.LoRABytes(r.LoRAs)}, nil
+		PromptTokens: j.p.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance, FlowShift: r.FlowShift, AdapterBytes: wan.LoRABytes(r.LoRAs)}, nil
+}
+
+// guidance2 sets the low-noise expert's scale: --guidance-2 (v >= 0), else
+// --guidance, as diffusers does with guidance_scale_2=None. A folder with
+// one transformer refuses the flag, as diffusers refuses the argument.
+func guidance2(p *wan.Pipeline, r *wan.Request, v float64) error {
+	if v >= 0 && !p.TwoExperts() {
+		return userf("--guidance-2 applies to two-expert folders (Wan 2.2 A14B: boundary_ratio and transformer_2); this one has one transformer: drop the flag")
+	}
+	if !p.TwoExperts() {
+		return nil
+	}
+	if v < 0 {
+		v = r.Guidance
+	}
+	r.Guidance2 = &v
+	return nil
 }

@@ -29,8 +29,10 @@ type genFlags struct {
 	height, width, frames   int
 	steps                   int
 	guidance, flowShift     float64
+	guidance2               float64
 	seed                    uint64
 	latents                 string
+	image                   string
 	maxSeqLen               int
 	planFlags
 	deviceMem, hostMem sizeFlag
@@ -87,9 +89,11 @@ func (g *genFlags) define(e *env) *flag.FlagSet {
 	fs.IntVar(&g.frames, "frames", 0, "number of frames, 4k+1 for Wan (default: the model's)")
 	fs.IntVar(&g.steps, "steps", 0, "denoising steps (default: the model's)")
 	fs.Float64Var(&g.guidance, "guidance", -1, "classifier-free guidance scale; <= 1 disables it")
+	fs.Float64Var(&g.guidance2, "guidance-2", -1, "guidance scale of Wan 2.2 A14B's low-noise expert (default: --guidance)")
 	fs.Float64Var(&g.flowShift, "flow-shift", 0, "override the scheduler's flow_shift")
 	fs.Uint64Var(&g.seed, "seed", 0, "seed of the initial noise")
 	fs.StringVar(&g.latents, "latents", "", "initial latents: a .safetensors file with tensor \"latents\"")
+	fs.StringVar(&g.image, "image", "", "image-to-video models: the first frame's image (.png, .jpg)")
 	fs.IntVar(&g.maxSeqLen, "max-sequence-length", 512, "text tokens the encoder sees")
 	g.planFlags.define(fs)
 	fs.Var(&g.deviceMem, "device-mem", "device memory budget, e.g. 8GiB (default: unlimited)")

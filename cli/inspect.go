@@ -20,7 +20,7 @@ func init() {
 
 func runInspect(e *env, args []string) error {
 	fs := newFlags(e, "inspect", "--model DIR|NAME [--json]")
-	model := fs.String("model", "", "pipeline folder, or a built-in architecture (wan2.1-t2v-1.3b, wan2.1-t2v-14b, wan-tiny, synthetic)")
+	model := fs.String("model", "", "pipeline folder, or a built-in architecture (wan2.1-t2v-1.3b, wan2.1-t2v-14b, wan2.2-t2v-a14b, wan2.2-ti2v-5b, wan2.1-i2v-14b, wan-tiny, wan-tiny-moe, synthetic)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -93,7 +93,7 @@ func smallestBudget(spec string) (int64, string) {
 // "text_encoder stream k=1 from disk, transformer host, vae onload from host".
 func describePlan(p *residency.Plan) string {
 	var parts []string
-	for _, c := range []string{"text_encoder", "transformer", "vae"} {
+	for _, c := range []string{"text_encoder", "transformer", "transformer_2", "vae"} {
 		if cp, ok := p.Components[c]; ok {
 			parts = append(parts, c+" "+placementText(cp))
 		}

@@ -17,13 +17,14 @@ func init() {
 
 func runPlan(e *env, args []string) error {
 	var pf planFlags
-	fs := newFlags(e, "plan", "--model DIR|NAME [--height N --width N --frames N --steps N] [--device-mem SIZE --host-mem SIZE] [--plan NAME|FILE] [--out plan.yaml] [--json]")
+	fs := newFlags(e, "plan", "--model DIR|NAME [--height N --width N --frames N --steps N] [--device-mem SIZE --host-mem SIZE] [--plan NAME|FILE] [--out plan.yaml] [--json]\n  or: --train (--model DIR | --arch NAME) [--height --width --frames] [--batch-size N|auto] [--lora-rank R | --full] [--checkpointing none|block|selective] [--activation-tier device|host] [--ema --ema-tier host|device] [--device-mem --host-mem]")
 	model := fs.String("model", "", "pipeline folder, or a built-in model: "+joinNames(planner.BuiltinNames()))
 	height := fs.Int("height", 480, "height in pixels")
 	width := fs.Int("width", 832, "width in pixels")
 	frames := fs.Int("frames", 81, "frames (4k+1)")
 	steps := fs.Int("steps", 50, "denoising steps")
 	guidance := fs.Float64("guidance", 5, "guidance scale (<= 1: no CFG)")
+	flowShift := fs.Float64("flow-shift", 0, "override the scheduler's shift (moves Wan 2.2 A14B's expert switch)")
 	textLen := fs.Int("max-sequence-length", 512, "text context length")
 	var dev, host sizeFlag
 	fs.Var(&dev, "device-mem", "device memory budget (default unlimited)")
@@ -31,8 +32,17 @@ func runPlan(e *env, args []string) error {
 	out := fs.String("out", "", "write the plan here (.yaml or .json) for ferry generate --plan FILE")
 	asJSON := fs.Bool("json", false, "print the prediction as JSON")
 	pf.define(fs)
+	var tp trainPlanFlags
+	tp.define(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if tp.on {
+		// No RSS cap: a training plan is often made for another machine
+		// (the paper-scale table); ferry train caps it where it runs.
+		b := planningBudgets(dev.bytes, host.bytes)
+		b.RSSBytes = 0
+		return planTrain(e, &tp, &pf, *model, *frames, *height, *width, *textLen, b, *asJSON)
 	}
 	if *model == "" {
 		return userf("--model DIR|NAME is required (a folder, or one of %s)", joinNames(planner.BuiltinNames()))
@@ -41,7 +51,7 @@ func runPlan(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := planner.Request{Batch: 1, Frames: *frames, Height: *height, Width: *width, TextLen: *textLen, Steps: *steps, Guidance: *guidance}
+	req := planner.Request{Batch: 1, Frames: *frames, Height: *height, Width: *width, TextLen: *textLen, Steps: *steps, Guidance: *guidance, FlowShift: *flowShift}
 	if err := req.Validate(prof); err != nil {
 		return asUser(err)
 	}

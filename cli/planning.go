@@ -135,6 +135,9 @@ func (p *planFlags) resolve(prof *planner.Profile, req planner.Request, b planne
 			return planned{}, asUser(err)
 		}
 	}
+	// transformer_2 (Wan 2.2 A14B) is placed as the transformer where the
+	// plan does not name it.
+	plan = planner.Complete(prof, plan)
 	pred, err := planner.Predict(prof, hw, plan, req, b)
 	if err != nil {
 		return planned{}, asUser(err)

@@ -87,6 +87,8 @@ func execute(e *env, g *genFlags, j job, pl planned) error {
 type bars struct {
 	p                *progress.Progress
 	text, steps, vae *progress.Bar
+	// enc is image-to-video's encode of the image, before denoising.
+	enc *progress.Bar
 }
 
 func newBars(p *progress.Progress) *bars { return &bars{p: p} }
@@ -100,12 +102,20 @@ func (b *bars) block(rt *pipeline.Runtime, comp string) {
 			b.text = b.p.Phase("text encoder", rt.Exec.Blocks(comp), "layers")
 		}
 		b.text.Add(1)
-	case "transformer":
+	case "transformer", "transformer_2":
 		if b.steps == nil {
 			b.text.Done()
+			b.enc.Done()
 			b.steps = b.p.Phase("denoise", 0, "steps")
 		}
 	case "vae":
+		if b.steps == nil {
+			if b.enc == nil {
+				b.text.Done()
+				b.enc = b.p.Phase("vae encode", 0, "frames")
+			}
+			return
+		}
 		if b.vae == nil {
 			b.steps.Done()
 			b.vae = b.p.Phase("vae decode", 0, "frames")
@@ -124,7 +134,7 @@ func (b *bars) frame(done, total int) {
 }
 
 func (b *bars) done() {
-	for _, bar := range []*progress.Bar{b.text, b.steps, b.vae} {
+	for _, bar := range []*progress.Bar{b.text, b.enc, b.steps, b.vae} {
 		if bar != nil {
 			bar.Done()
 		}
@@ -132,7 +142,7 @@ func (b *bars) done() {
 }
 
 // phaseOf maps a component to the pipeline phase it runs in.
-var phaseOf = map[string]string{"text_encoder": pipeline.PhaseText, "transformer": pipeline.PhaseDenoise, "vae": pipeline.PhaseVAE}
+var phaseOf = map[string]string{"text_encoder": pipeline.PhaseText, "image_encoder": pipeline.PhaseText, "transformer": pipeline.PhaseDenoise, "transformer_2": pipeline.PhaseDenoise, "vae": pipeline.PhaseVAE}
 
 // phaseWindow finds a phase's span in the trace.
 func phaseWindow(rec *trace.Recorder, name string) (trace.Span, bool) {

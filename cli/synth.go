@@ -19,7 +19,7 @@ func runSynth(e *env, args []string) error {
 	arch := fs.String("arch", "synthetic", "architecture: "+strings.Join(synth.Names(), ", "))
 	out := fs.String("out", "", "folder to create (must not exist)")
 	seed := fs.Uint64("seed", 0, "seed: the same seed writes the same weights")
-	dt := fs.String("dtype", "bf16", "storage dtype of the weights: bf16, fp16 or fp32")
+	dt := fs.String("dtype", "", "storage dtype of the weights: bf16, fp16 or fp32 (default: as the architecture publishes them, bf16; fp32 for wan2.2-t2v-a14b's experts)")
 	quiet := fs.Bool("quiet", false, "print nothing but errors")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -31,9 +31,15 @@ func runSynth(e *env, args []string) error {
 	if err != nil {
 		return asUser(err)
 	}
-	storage, err := parseDType(*dt)
-	if err != nil {
-		return err
+	storage := a.DType
+	if storage == 0 {
+		storage = dtype.BF16
+	}
+	if *dt != "" {
+		var err error
+		if storage, err = parseDType(*dt); err != nil {
+			return err
+		}
 	}
 	opt := synth.Options{Seed: *seed, DType: storage}
 	total := synth.TotalBytes(a, opt)

@@ -129,7 +129,8 @@ func Folder(dir string) (*Model, error) {
 }
 
 // Builtin describes an architecture ferry synthesises (see synth.Names),
-// with no files: bf16 storage as published, float32 on the device.
+// with no files: storage as published (bf16, the A14B's experts fp32),
+// float32 on the device.
 func Builtin(name string) (*Model, error) {
 	a, err := synth.Lookup(name)
 	if err != nil {
@@ -138,6 +139,9 @@ func Builtin(name string) (*Model, error) {
 	m := &Model{Name: name, Class: a.Class, Complete: true}
 	for _, c := range a.Components {
 		dt := c.DType
+		if dt == 0 {
+			dt = a.DType // the architecture's default (fp32 for the A14B's experts)
+		}
 		if dt == 0 {
 			dt = dtype.BF16
 		}

@@ -41,6 +41,14 @@ package planner
 //     [b, C, F, H, W] on the device, Forward, download and free the
 //     prediction, free the latents (the sampler works in Go memory). After
 //     the last step Done("transformer"), then free the contexts.
+//   - two experts (Wan 2.2 A14B, Profile.TwoExperts): the steps before
+//     Profile.SwitchStep run "transformer", the rest "transformer_2",
+//     each with the contexts (and adapters) uploaded on its own Ops when
+//     its first step starts. Before the last pass of the last
+//     high-noise step, Executor.Handoff("transformer", "transformer_2");
+//     after that step Executor.Retire("transformer"), then free its
+//     contexts. After the last step Done on the transformer that ran it,
+//     then free its contexts.
 //   - decode: upload the latents on Executor.Ops("vae"), Decode (tiled
 //     when Run.VAETile is set: wanvae.SquareTiling(VAETile, VAEStride)),
 //     free the latents, Done("vae"), download and free the video.

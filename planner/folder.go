@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"ferry/checkpoint"
@@ -58,6 +59,12 @@ func profileFolder(f *checkpoint.Folder, dir string) (*Profile, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := folderExperts(f, dir, p, raw[Transformer]); err != nil {
+		return nil, err
+	}
+	if err := folderImageToVideo(f, dir, p, tr, vae, raw); err != nil {
+		return nil, err
+	}
 	for _, c := range p.Components {
 		comp, _ := f.Component(c.Name)
 		if dt, ok := storageOf(raw[c.Name], comp.Dir); ok {
@@ -97,7 +104,10 @@ func MeasureFolder(dir string) (*Profile, error) {
 func probeFolder(f *checkpoint.Folder) (checkpoint.Probe, error) {
 	var sets []*checkpoint.Set
 	var all int64
-	for _, name := range []string{TextEncoder, Transformer, VAE} {
+	for _, name := range []string{TextEncoder, Transformer, Transformer2, VAE} {
+		if _, ok := f.Components[name]; !ok && name == Transformer2 {
+			continue
+		}
 		c, err := f.Component(name)
 		if err != nil {
 			return checkpoint.Probe{}, fmt.Errorf("planner: %w", err)
@@ -168,4 +178,45 @@ func storageOf(config []byte, dir string) (dtype.DType, bool) {
 		}
 	}
 	return 0, false
+}
+
+// folderExperts reads the scheduler config and, when model_index.json has
+// a boundary_ratio, transformer_2, whose config must be the transformer's
+// (the profile gives both experts one architecture).
+func folderExperts(f *checkpoint.Folder, dir string, p *Profile, trRaw []byte) error {
+	if c, err := f.Component("scheduler"); err == nil {
+		if path, err := c.ConfigPath(); err == nil {
+			if p.Scheduler, err = os.ReadFile(path); err != nil {
+				return fmt.Errorf("planner: read scheduler config: %w", err)
+			}
+		}
+	}
+	b, ok := f.Config["boundary_ratio"].(float64)
+	if !ok {
+		return nil
+	}
+	c, err := f.Component(Transformer2)
+	if err != nil {
+		return fmt.Errorf("planner: %s: boundary_ratio %g: %w", dir, b, err)
+	}
+	path, err := c.ConfigPath()
+	if err != nil {
+		return fmt.Errorf("planner: %w", err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("planner: read %s config: %w", Transformer2, err)
+	}
+	first, err := wan.ParseConfig(trRaw)
+	if err != nil {
+		return fmt.Errorf("planner: %s: %w", dir, err)
+	}
+	second, err := wan.ParseConfig(raw)
+	if err != nil {
+		return fmt.Errorf("planner: %s: %s: %w", dir, Transformer2, err)
+	}
+	if !reflect.DeepEqual(first, second) {
+		return fmt.Errorf("planner: %s: %s's config differs from the transformer's; the planner profiles experts of one architecture", dir, Transformer2)
+	}
+	return p.AddExpert(b)
 }

@@ -59,6 +59,9 @@ func WriteTable(w io.Writer, pr Prediction) error {
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "time         text %s, denoise %s (step %s, first %s), vae %s: total %s\n",
 		seconds(pr.TextEncoderS), seconds(pr.DenoiseS), seconds(pr.StepS), seconds(pr.FirstStepS), seconds(pr.VAES), seconds(pr.TotalS))
+	if sw := pr.Switch; sw != nil {
+		b.WriteString(switchLine(*sw, r.Steps))
+	}
 	if !pr.Fits {
 		fmt.Fprintf(&b, "DOES NOT FIT: %s\n", pr.Problem)
 	}
@@ -98,4 +101,16 @@ func seconds(s float64) string {
 		return fmt.Sprintf("%.1fmin", s/60)
 	}
 	return fmt.Sprintf("%.1fh", s/3600)
+}
+
+// switchLine describes the expert switch: its step and its cost.
+func switchLine(sw SwitchPrediction, steps int) string {
+	switch {
+	case sw.Step >= steps:
+		return fmt.Sprintf("switch       none: every step is above boundary %g (the high-noise expert runs all %d)\n", sw.Boundary, steps)
+	case sw.Step == 0:
+		return fmt.Sprintf("switch       none: every step is below boundary %g (the low-noise expert runs all %d)\n", sw.Boundary, steps)
+	}
+	return fmt.Sprintf("switch       after step %d of %d (boundary %g): the high-noise expert retires, the low-noise expert runs steps %d-%d; its first step %s (steady %s, %s loaded): the switch costs %s\n",
+		sw.Step, steps, sw.Boundary, sw.Step+1, steps, seconds(sw.StepS), seconds(sw.SteadyS), tensor.FormatBytes(sw.LoadBytes), seconds(sw.CostS))
 }

@@ -48,9 +48,33 @@ type Prediction struct {
 	DiskSustainedGBps float64 `json:"disk_sustained_gbps,omitempty"`
 	DiskBurstGB       float64 `json:"disk_burst_gb,omitempty"`
 
+	// Switch is Wan 2.2 A14B's expert switch (nil for one transformer).
+	Switch *SwitchPrediction `json:"switch,omitempty"`
+
 	// Fits says the plan runs within the budgets; Problem says why not.
 	Fits    bool   `json:"fits"`
 	Problem string `json:"problem,omitempty"`
+}
+
+// SwitchPrediction is the expert switch of a two-expert request: when it
+// happens and what it costs.
+type SwitchPrediction struct {
+	Boundary float64 `json:"boundary_ratio"`
+	// Step is the first step (from 0) the low-noise expert runs: the
+	// high-noise expert runs Step steps. Step equal to the request's steps
+	// means the low-noise expert never runs; 0 that the high-noise never
+	// does.
+	Step int `json:"step"`
+	// StepS is the first low-noise step, with whatever loads of the
+	// low-noise expert the handoff did not hide; SteadyS a steady one.
+	StepS   float64 `json:"step_s"`
+	SteadyS float64 `json:"steady_step_s"`
+	// CostS is what the switch adds: retiring the high-noise expert
+	// (waiting for its last load) and StepS beyond SteadyS.
+	CostS float64 `json:"cost_s"`
+	// LoadBytes is what the low-noise expert copied to the device through
+	// its first step, the handoff's prefetch included.
+	LoadBytes int64 `json:"load_bytes"`
 }
 
 // ComponentPrediction is one component's placement and predicted cost
@@ -155,6 +179,11 @@ type phaseStats struct {
 // phase starts with the allocators' caches released, so that its reserved
 // peak is its own (the search's per-component estimates).
 func simulate(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request, b Budgets, phaseEmpty bool) (Prediction, phaseStats, error) {
+	plan = Complete(p, plan)
+	switchAt, err := p.SwitchStep(req.Steps, req.FlowShift)
+	if err != nil {
+		return Prediction{}, phaseStats{}, err
+	}
 	s := newSim(hw, b)
 	for _, c := range p.Components {
 		if err := s.register(c, plan.For(c.Name), p.Compute); err != nil {
@@ -163,8 +192,10 @@ func simulate(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Reques
 			return pred, phaseStats{}, nil
 		}
 	}
-	pl := &pipelineSim{s: s, p: p, req: req, run: plan.Run, id: &ids{}, phaseEmpty: phaseEmpty}
+	pl := &pipelineSim{s: s, p: p, req: req, run: plan.Run, id: &ids{}, phaseEmpty: phaseEmpty, switchAt: switchAt}
 	pl.text()
+	pl.image()
+	pl.encodeImage()
 	pl.denoise()
 	pl.decode()
 	pred := newPrediction(p, plan, req, b)
@@ -207,9 +238,26 @@ type pipelineSim struct {
 	devPhase, hostPhase [3]int64
 	// times and stats at phase boundaries
 	tText, tDenoise, tVAE float64
-	// steps are the denoising steps simulated; the last is the steady one
-	// the others repeat (denoise).
-	steps []stepSim
+	// switchAt is the first low-noise step (Steps for one transformer);
+	// stages are the transformers' runs of steps, in order (denoise).
+	switchAt int
+	stages   []stageSim
+	// tSwitch is the time retiring the high-noise expert took.
+	tSwitch float64
+}
+
+// stageSim is one transformer's run of consecutive steps: the steps
+// simulated (the first ones, until the steady state, and before a switch
+// the last one, whose final pass hands off to the next expert), the
+// steady step and how many unsimulated steps repeat it.
+type stageSim struct {
+	comp    *simComp
+	steps   []stepSim
+	steady  stepSim
+	repeats int
+	// loadBytes is what comp copied through its first step, the blocks the
+	// previous expert's handoff fetched included.
+	loadBytes int64
 }
 
 // stepSim is one simulated denoising step: its time and the transformer's
@@ -219,11 +267,8 @@ type stepSim struct {
 	st compStats
 }
 
-// steady is the step the unsimulated ones repeat.
-func (pl *pipelineSim) steady() stepSim { return pl.steps[len(pl.steps)-1] }
-
-// repeats is how many steps repeat the steady one.
-func (pl *pipelineSim) repeats() int { return pl.req.Steps - len(pl.steps) }
+// firstStage is the stage that runs first.
+func (pl *pipelineSim) firstStage() stageSim { return pl.stages[0] }
 
 func (pl *pipelineSim) batched() bool {
 	return pl.req.cfg() && pl.run.CFG != residency.CFGSequential
@@ -267,7 +312,7 @@ func (pl *pipelineSim) text() {
 // as pipeline/wan does when denoising starts: one [2B, L, D] tensor for
 // batched CFG, else the prompt's and (with CFG) the negative prompt's. They
 // go where the transformer computes (host memory for a host placement).
-func (pl *pipelineSim) uploadContexts() {
+func (pl *pipelineSim) uploadContexts(tr *simComp) {
 	r := &recorder{ids: pl.id}
 	b, n, d := pl.req.Batch, pl.req.TextLen, pl.p.Text.DModel
 	switch {
@@ -282,17 +327,69 @@ func (pl *pipelineSim) uploadContexts() {
 		pl.contexts = append(pl.contexts, r.alloc(a)) // LoRA adapters, uploaded next
 	}
 	for _, ev := range r.take() {
-		pl.s.apply(ev, pl.s.byName[Transformer].acts)
+		pl.s.apply(ev, tr.acts)
 	}
 }
 
-// denoise simulates the first steps, until the steady state (two, three
-// from a disk tier), and extrapolates to the request's steps.
+// freeContexts frees the contexts (and adapters) on tr's device.
+func (pl *pipelineSim) freeContexts(tr *simComp) {
+	for _, id := range pl.contexts {
+		pl.s.apply(event{id: id}, tr.acts)
+	}
+	pl.contexts = nil
+}
+
+// denoise simulates each transformer's stage of steps: for one
+// transformer all of them; for two experts the high-noise expert's steps,
+// the switch (its retirement, the contexts moved to the low-noise
+// expert's device), then the low-noise expert's steps.
 func (pl *pipelineSim) denoise() {
-	s, tr := pl.s, pl.s.byName[Transformer]
+	s := pl.s
 	pl.window()
 	defer pl.endWindow(1)
-	pl.uploadContexts()
+	steps := pl.req.Steps
+	type span struct {
+		comp string
+		n    int
+	}
+	var spans []span
+	if pl.switchAt > 0 {
+		spans = append(spans, span{Transformer, pl.switchAt})
+	}
+	if pl.switchAt < steps {
+		spans = append(spans, span{Transformer2, steps - pl.switchAt})
+	}
+	for i, sp := range spans {
+		tr := s.byName[sp.comp]
+		pl.uploadContexts(tr)
+		handoff := i+1 < len(spans)
+		st := pl.stage(tr, sp.n, handoff)
+		t0 := s.now
+		if handoff {
+			s.retire(tr)
+		} else {
+			s.done(tr)
+		}
+		pl.freeContexts(tr)
+		if handoff {
+			pl.tSwitch = s.now - t0
+		}
+		pl.tDenoise += s.now - t0
+		for _, x := range st.steps {
+			pl.tDenoise += x.t
+		}
+		pl.tDenoise += float64(st.repeats) * st.steady.t
+		pl.stages = append(pl.stages, st)
+	}
+}
+
+// stage simulates n steps of tr: the first ones until the steady state
+// (two, three from a disk tier: the executor drops a block's pages after
+// its second load, so step 3's reads go to the disk again, as every later
+// step's do), and with handoff the last one, whose final pass prefetches
+// into the next expert. The steps between repeat the steady one.
+func (pl *pipelineSim) stage(tr *simComp, n int, handoff bool) stageSim {
+	s := pl.s
 	c, f, h, w := pl.req.latent(pl.p)
 	passes, batch := 1, pl.req.Batch
 	switch {
@@ -301,18 +398,19 @@ func (pl *pipelineSim) denoise() {
 	case pl.req.cfg():
 		passes = 2
 	}
-	// Step 2 is the steady state, where the first step's loads are done
-	// and what the run keeps is kept; but from a disk tier the executor
-	// drops a block's pages after its second load, so step 3's reads go
-	// to the disk again, as every later step's do.
-	n := 2
+	first := 2
 	if tr.plan.FromDisk() {
-		n = 3
+		first = 3
 	}
-	var before compStats // the first step's stats include the contexts' upload
-	for range min(pl.req.Steps, n) {
-		t0 := s.now
-		for range passes {
+	first = min(first, n)
+	last := handoff && n > first // the handoff step is simulated apart
+	st := stageSim{comp: tr}
+	step := func(hand bool) {
+		before, t0 := tr.stats, s.now
+		for pass := range passes {
+			if hand && pass == passes-1 {
+				tr.next = s.byName[Transformer2]
+			}
 			r := &recorder{ids: pl.id}
 			lat := r.alloc(f32(batch, c, f, h, w))
 			for _, ev := range r.take() {
@@ -321,18 +419,23 @@ func (pl *pipelineSim) denoise() {
 			s.runPass(tr, wanPass(pl.p, pl.req, pl.run, batch, pl.id))
 			s.apply(event{id: lat}, tr.acts)
 		}
-		pl.steps = append(pl.steps, stepSim{t: s.now - t0, st: tr.stats.minus(before)})
-		before = tr.stats
+		st.steps = append(st.steps, stepSim{t: s.now - t0, st: tr.stats.minus(before)})
 	}
-	t0 := s.now
-	s.done(tr)
-	for _, id := range pl.contexts {
-		s.apply(event{id: id}, tr.acts)
+	for i := range first {
+		step(handoff && !last && i == first-1)
+		if i == 0 {
+			st.loadBytes = tr.stats.bytesCopied
+		}
 	}
-	for _, st := range pl.steps {
-		pl.tDenoise += st.t
+	st.steady = st.steps[len(st.steps)-1]
+	if handoff && !last && len(st.steps) > 1 {
+		st.steady = st.steps[len(st.steps)-2] // the last one handed off
 	}
-	pl.tDenoise += float64(pl.repeats())*pl.steady().t + (s.now - t0)
+	if last {
+		step(true)
+	}
+	st.repeats = n - len(st.steps)
+	return st
 }
 
 // decode simulates model/wanvae's Decode (or DecodeTiled): the pipeline
@@ -343,6 +446,7 @@ func (pl *pipelineSim) decode() {
 	s, vae := pl.s, pl.s.byName[VAE]
 	pl.window()
 	defer pl.endWindow(2)
+	prior := vae.stats // an image-to-video request's encode (encodeImage)
 	d := &direct{s: s, on: vae.acts, r: &recorder{ids: pl.id}}
 	b := pl.req.Batch
 	c, f, h, w := pl.req.latent(pl.p)
@@ -360,7 +464,7 @@ func (pl *pipelineSim) decode() {
 	d.free(lat)
 	s.done(vae)
 	d.free(video)
-	vae.stats = stats.plus(vae.stats.minus(beforeDone), 1)
+	vae.stats = prior.plus(stats.plus(vae.stats.minus(beforeDone), 1), 1)
 	pl.tVAE = total + (s.now - t)
 }
 
@@ -523,8 +627,10 @@ func (pl *pipelineSim) fill(pred *Prediction) {
 	}
 	for _, cs := range s.comps {
 		st := cs.stats
-		if cs.name == Transformer && pl.repeats() > 0 {
-			st = st.plus(pl.steady().st, pl.repeats())
+		for _, sg := range pl.stages {
+			if sg.comp == cs && sg.repeats > 0 {
+				st = st.plus(sg.steady.st, sg.repeats)
+			}
 		}
 		pen := penalty(st)
 		prof := pl.p.Component(cs.name)
@@ -546,16 +652,38 @@ func (pl *pipelineSim) fill(pred *Prediction) {
 		pred.Components = append(pred.Components, cp)
 	}
 	pred.TextEncoderS = pl.tText + penalty(s.byName[TextEncoder].stats)
-	steady := pl.steady()
-	stepPen := penalty(steady.st)
-	pred.StepS = steady.t + stepPen
-	pred.FirstStepS = pl.steps[0].t + penalty(pl.steps[0].st)
-	pred.DenoiseS = pl.tDenoise + float64(pl.repeats())*stepPen
-	for _, st := range pl.steps {
-		pred.DenoiseS += penalty(st.st)
+	first := pl.firstStage()
+	pred.StepS = first.steady.t + penalty(first.steady.st)
+	pred.FirstStepS = first.steps[0].t + penalty(first.steps[0].st)
+	pred.DenoiseS = pl.tDenoise
+	for _, sg := range pl.stages {
+		pred.DenoiseS += float64(sg.repeats) * penalty(sg.steady.st)
+		for _, st := range sg.steps {
+			pred.DenoiseS += penalty(st.st)
+		}
 	}
+	pred.Switch = pl.switchPrediction(penalty)
 	pred.VAES = pl.tVAE + penalty(s.byName[VAE].stats)
 	pred.TotalS = pred.TextEncoderS + pred.DenoiseS + pred.VAES
+}
+
+// switchPrediction describes the expert switch (nil for one
+// transformer): when it happens, and the low-noise expert's first step
+// against its steady one.
+func (pl *pipelineSim) switchPrediction(penalty func(compStats) float64) *SwitchPrediction {
+	if !pl.p.TwoExperts() {
+		return nil
+	}
+	sw := &SwitchPrediction{Boundary: pl.p.Boundary, Step: pl.switchAt}
+	if pl.switchAt == 0 || pl.switchAt >= pl.req.Steps {
+		return sw
+	}
+	low := pl.stages[len(pl.stages)-1]
+	sw.StepS = low.steps[0].t + penalty(low.steps[0].st)
+	sw.SteadyS = low.steady.t + penalty(low.steady.st)
+	sw.CostS = pl.tSwitch + max(0, sw.StepS-sw.SteadyS)
+	sw.LoadBytes = low.loadBytes
+	return sw
 }
 
 // heapBytes estimates the process's memory outside both devices: the Go

@@ -50,22 +50,22 @@ func presetTable() []presetEntry {
 		{"level2", "level 1 + the text encoder computed on the host", func(PresetOptions) (*residency.Plan, error) { return level(2), nil }},
 		{"level3", "level 2 + the transformer streamed block by block (prefetch 1), CFG branches one after the other and the feed-forward chunked, in place of activation offload", func(PresetOptions) (*residency.Plan, error) { return level(3), nil }},
 		{"resident", "every component resident (level0 without VAE tiling)", func(PresetOptions) (*residency.Plan, error) {
-			return named("resident", residency.Uniform("", residency.ComponentPlan{Placement: residency.Resident}, TextEncoder, Transformer, VAE)), nil
+			return named("resident", residency.Uniform("", residency.ComponentPlan{Placement: residency.Resident}, presetComponents()...)), nil
 		}},
 		{"onload", "every component moved to the device whole when used (model-offload)", func(PresetOptions) (*residency.Plan, error) {
-			return named("onload", residency.Uniform("", residency.ComponentPlan{Placement: residency.Onload, Tier: residency.TierHost}, TextEncoder, Transformer, VAE)), nil
+			return named("onload", residency.Uniform("", residency.ComponentPlan{Placement: residency.Onload, Tier: residency.TierHost}, presetComponents()...)), nil
 		}},
 		{"stream", "every component streamed block by block from host RAM, one block of prefetch", func(PresetOptions) (*residency.Plan, error) {
-			return named("stream", residency.Uniform("", residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost, Prefetch: 1}, TextEncoder, Transformer, VAE)), nil
+			return named("stream", residency.Uniform("", residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost, Prefetch: 1}, presetComponents()...)), nil
 		}},
 		{"stream-disk", "every component streamed block by block from the checkpoint on disk, one block of prefetch", func(PresetOptions) (*residency.Plan, error) {
-			return named("stream-disk", residency.Uniform("", residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierDisk, Prefetch: 1}, TextEncoder, Transformer, VAE)), nil
+			return named("stream-disk", residency.Uniform("", residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierDisk, Prefetch: 1}, presetComponents()...)), nil
 		}},
 		{"model-offload", "diffusers enable_model_cpu_offload: every component moves to the device whole when used and leaves when another needs the room", func(PresetOptions) (*residency.Plan, error) {
-			return named("model-offload", residency.Uniform("", residency.ComponentPlan{Placement: residency.Onload, Tier: residency.TierHost}, TextEncoder, Transformer, VAE)), nil
+			return named("model-offload", residency.Uniform("", residency.ComponentPlan{Placement: residency.Onload, Tier: residency.TierHost}, presetComponents()...)), nil
 		}},
 		{"sequential-offload", "diffusers enable_sequential_cpu_offload: every block copied in when it runs, nothing prefetched", func(PresetOptions) (*residency.Plan, error) {
-			return named("sequential-offload", residency.Uniform("", residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost}, TextEncoder, Transformer, VAE)), nil
+			return named("sequential-offload", residency.Uniform("", residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost}, presetComponents()...)), nil
 		}},
 		{"group-offload", "diffusers apply_group_offloading(block_level, num_blocks_per_group=N, use_stream): see GroupOffload", func(o PresetOptions) (*residency.Plan, error) {
 			return GroupOffload(o.BlocksPerGroup, o.UseStream)
@@ -151,7 +151,7 @@ func GroupOffload(blocksPerGroup int, useStream bool) (*residency.Plan, error) {
 	if useStream {
 		k = 2*blocksPerGroup - 1
 	}
-	p := residency.Uniform(fmt.Sprintf("group-offload-%d", blocksPerGroup), residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost, Prefetch: k}, TextEncoder, Transformer, VAE)
+	p := residency.Uniform(fmt.Sprintf("group-offload-%d", blocksPerGroup), residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost, Prefetch: k}, presetComponents()...)
 	if useStream {
 		p.Name += "-stream"
 	}
@@ -184,7 +184,8 @@ func FlagNames() []string {
 //	                             offload: each layer fetched when it runs)
 //	--text-encoder-cpu-offload   text encoder stream, prefetch 0 (likewise)
 //	--vae-cpu-offload            VAE onload (moved in for the decode)
-//	--image-encoder-cpu-offload  accepted; text-to-video has no image encoder
+//	--image-encoder-cpu-offload  image encoder computed on the host (an
+//	                             image-to-video folder's CLIP tower)
 //	--pin-cpu-memory             accepted; the host tier needs no pinning
 //	                             on the CPU backend
 //	--use-fsdp-inference         an error until multi-device runs exist
@@ -220,7 +221,9 @@ func FlagPlan(flags []string) (*residency.Plan, error) {
 			p.Components[TextEncoder] = stream(0)
 		case FlagVAECPUOffload:
 			p.Components[VAE] = residency.ComponentPlan{Placement: residency.Onload, Tier: residency.TierHost}
-		case FlagImageEncoderCPUOffload, FlagPinCPUMemory:
+		case FlagImageEncoderCPUOffload:
+			p.Components[ImageEncoder] = residency.ComponentPlan{Placement: residency.Host}
+		case FlagPinCPUMemory:
 		case FlagUseFSDPInference:
 			return nil, errors.New("planner: --use-fsdp-inference shards the model over several GPUs; ferry runs on one device so far — drop the flag (use --dit-layerwise-offload to fit a smaller device)")
 		default:
@@ -267,7 +270,7 @@ func vramLimitPreset(o PresetOptions) (*residency.Plan, error) {
 	}
 	b := Budgets{DeviceBytes: limit, HostBytes: o.Budgets.HostBytes}
 	stream := residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierHost, Prefetch: 1}
-	p := named("vram-limit", residency.Uniform("", stream, TextEncoder, Transformer, VAE))
+	p := named("vram-limit", residency.Uniform("", stream, presetComponents()...))
 	fits := func(p *residency.Plan) (bool, error) {
 		pred, err := Predict(o.Profile, o.HW, p, o.Request, b)
 		return pred.Fits, err

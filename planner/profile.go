@@ -1,23 +1,28 @@
 package planner
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"ferry/catalog"
 	"ferry/checkpoint"
 	"ferry/dtype"
+	"ferry/model/clipvision"
 	"ferry/model/umt5"
 	"ferry/model/wan"
 	"ferry/model/wanvae"
 	"ferry/residency"
+	"ferry/sampler"
 )
 
 // Component names of a Wan pipeline.
 const (
 	TextEncoder = "text_encoder"
 	Transformer = "transformer"
-	VAE         = "vae"
+	// Transformer2 is Wan 2.2 A14B's low-noise expert.
+	Transformer2 = "transformer_2"
+	VAE          = "vae"
 )
 
 // Profile is what the planner knows about a model: its components in
@@ -33,10 +38,24 @@ type Profile struct {
 	Text  umt5.Config
 	Wan   wan.Config
 	Coder VAEConfig
+	// Image is the CLIP image encoder's config (image-to-video folders;
+	// nil otherwise): see AddImageEncoder.
+	Image *clipvision.Config
+	// ImageMode is what the VAE encodes before the loop (SetImageMode).
+	ImageMode ImageMode
 
 	// DiskRead, from MeasureFolder, timed a read of checkpoint pages that
 	// were outside the page cache (zero when none was made).
 	DiskRead checkpoint.Probe
+
+	// Boundary is Wan 2.2 A14B's boundary_ratio: the transformer_2
+	// component (the low-noise expert, the transformer's architecture)
+	// denoises the steps whose timestep is below Boundary ·
+	// num_train_timesteps. 0: one transformer.
+	Boundary float64
+	// Scheduler is the scheduler config the switch step is computed from
+	// (nil: Wan's UniPC with flow shift 3).
+	Scheduler []byte
 }
 
 // ComponentProfile is one component: its blocks in the order they run.
@@ -250,7 +269,8 @@ func decoderOnly(ps []residency.ParamSpec) []residency.ParamSpec {
 // vaeConfigOf keeps what the planner's formulas read from a wanvae config.
 func vaeConfigOf(c wanvae.Config) VAEConfig {
 	return VAEConfig{BaseDim: c.BaseDim, ZDim: c.ZDim, DimMult: append([]int(nil), c.DimMult...),
-		NumResBlocks: c.NumResBlocks, TemperalDownsample: append([]bool(nil), c.TemperalDownsample...)}
+		NumResBlocks: c.NumResBlocks, TemperalDownsample: append([]bool(nil), c.TemperalDownsample...),
+		DecoderBaseDim: deref(c.DecoderBaseDim), IsResidual: c.IsResidual, PatchSize: deref(c.PatchSize)}
 }
 
 // NewWanProfileVAE is NewWanProfile with model/wanvae's config and its
@@ -282,6 +302,24 @@ func builtin(name string) (*Profile, error) {
 	for _, c := range p.Components {
 		if c.Name != VAE {
 			c.Storage = w.Storage
+		}
+	}
+	p.Component(Transformer).Storage = w.TransformerDType()
+	if p.Scheduler, err = json.Marshal(sampler.WanUniPCConfig(w.FlowShift)); err != nil {
+		return nil, err
+	}
+	if w.Boundary > 0 {
+		if err := p.AddExpert(w.Boundary); err != nil {
+			return nil, err
+		}
+	}
+	if w.ImageEncoder != nil {
+		// The Wan 2.1 I2V folders publish the CLIP tower in float32.
+		if err := p.AddImageEncoder(*w.ImageEncoder, dtype.F32); err != nil {
+			return nil, err
+		}
+		if err := p.SetImageMode(ImageThenZeros, w.VAE); err != nil {
+			return nil, err
 		}
 	}
 	return p, nil

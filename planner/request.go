@@ -24,6 +24,9 @@ type Request struct {
 	// Guidance > 1 runs classifier-free guidance: a negative prompt is
 	// encoded too and every step runs the transformer on both branches.
 	Guidance float64 `json:"guidance"`
+	// FlowShift overrides the scheduler config's shift (0: keep it): with
+	// two experts it moves the step where the low-noise expert takes over.
+	FlowShift float64 `json:"flow_shift,omitempty"`
 	// AdapterBytes is the LoRA adapters' float32 buffer, on the
 	// transformer's device while it denoises (pipeline/wan.LoRABytes) and
 	// in Go memory for the whole run.

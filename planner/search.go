@@ -57,6 +57,7 @@ func Search(p *Profile, hw hwprofile.Profile, req Request, b Budgets) (*residenc
 	if best == nil {
 		return nil, Prediction{}, sr.infeasible(cands)
 	}
+	best = Complete(p, best)
 	best.Name = "auto"
 	bestPred.Plan = "auto"
 	return best, bestPred, nil
@@ -335,7 +336,7 @@ func (sr *searcher) refine(best *residency.Plan, pred Prediction) (*residency.Pl
 		try := clonePlan(best)
 		cc := c
 		cc.Persistent = mid
-		try.Components[Transformer] = cc
+		setTransformer(sr.p, try, cc)
 		p, err := Predict(sr.p, sr.hw, try, sr.req, sr.b)
 		if err != nil {
 			return nil, Prediction{}, err
@@ -447,7 +448,10 @@ func describe(p *residency.Plan) string {
 		return "-"
 	}
 	var parts []string
-	for _, c := range []string{TextEncoder, Transformer, VAE} {
+	for _, c := range []string{TextEncoder, Transformer, Transformer2, VAE} {
+		if _, ok := p.Components[c]; !ok && c == Transformer2 {
+			continue
+		}
 		cp := p.For(c)
 		s := c + "=" + string(cp.Placement)
 		if cp.Placement == residency.Stream {

@@ -50,6 +50,9 @@ type simComp struct {
 	// (both the host for placement host).
 	weights, acts *allocModel
 	stats         compStats
+	// next is the component prefetch runs on into past this one's last
+	// block (Executor.Handoff).
+	next *simComp
 }
 
 // compStats accumulate per component.
@@ -230,6 +233,10 @@ func (s *sim) enqueue(b *simBlock) {
 }
 
 func (s *sim) prefetch(b *simBlock) {
+	if b.comp.next != nil {
+		s.prefetchAcross(b)
+		return
+	}
 	bs := b.comp.blocks
 	n := len(bs)
 	want := min(b.comp.plan.Prefetch, n-1)
@@ -240,6 +247,44 @@ func (s *sim) prefetch(b *simBlock) {
 		}
 		s.enqueue(x)
 		queued++
+	}
+}
+
+// prefetchAcross is prefetch under a handoff (Executor.Handoff): the
+// window runs past the component's last block into the next component's
+// first blocks instead of wrapping around.
+func (s *sim) prefetchAcross(b *simBlock) {
+	bs, next := b.comp.blocks, b.comp.next.blocks
+	n := len(bs)
+	want := b.comp.plan.Prefetch
+	for i, queued := b.index+1, 0; i < n+len(next) && queued < want; i++ {
+		x := next[min(max(i-n, 0), len(next)-1)]
+		if i < n {
+			x = bs[i]
+		}
+		if s.loaded(x) && s.keeps(x) {
+			continue
+		}
+		s.enqueue(x)
+		queued++
+	}
+}
+
+// retire is Executor.Retire: Done, then every block leaves the device,
+// resident and persistent ones too, and the host-tier copies are freed.
+func (s *sim) retire(cs *simComp) {
+	s.done(cs)
+	cs.next = nil
+	for _, b := range cs.blocks {
+		if b.buf != nil && !b.inUse {
+			cs.weights.release(b.buf)
+			b.buf, b.started, b.queued = nil, false, false
+			cs.stats.evictions++
+		}
+		if b.hostCopy != nil {
+			s.host.release(b.hostCopy)
+			b.hostCopy = nil
+		}
 	}
 }
 

@@ -15,6 +15,13 @@ type VAEConfig struct {
 	DimMult            []int  `json:"dim_mult"`
 	NumResBlocks       int    `json:"num_res_blocks"`
 	TemperalDownsample []bool `json:"temperal_downsample"`
+	// The Wan 2.2 layout (TI2V-5B): the decoder's own base width, residual
+	// up and down blocks, and pixels folded patch×patch into channels
+	// around the encoder and decoder (16× spatial compression with 4
+	// levels). Zero values are Wan 2.1's.
+	DecoderBaseDim int  `json:"decoder_base_dim"`
+	IsResidual     bool `json:"is_residual"`
+	PatchSize      int  `json:"patch_size"`
 }
 
 // Wan21VAE is Wan 2.1's VAE: base 96, z 16, dim_mult [1 2 4 4], two
@@ -47,7 +54,18 @@ func (c VAEConfig) Validate() error {
 }
 
 // SpatialScale is the pixels per latent position along H and W.
-func (c VAEConfig) SpatialScale() int { return 1 << (len(c.DimMult) - 1) }
+func (c VAEConfig) SpatialScale() int { return c.patch() << (len(c.DimMult) - 1) }
+
+// patch is the pixel patch folded into channels (1 without one).
+func (c VAEConfig) patch() int { return max(c.PatchSize, 1) }
+
+// decoderBase is the decoder's base width (decoder_base_dim, else base_dim).
+func (c VAEConfig) decoderBase() int {
+	if c.DecoderBaseDim > 0 {
+		return c.DecoderBaseDim
+	}
+	return c.BaseDim
+}
 
 // TemporalScale is the frames per latent frame (after the first).
 func (c VAEConfig) TemporalScale() int {

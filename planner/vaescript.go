@@ -231,13 +231,19 @@ func (v *vaeRec) timeUpsample(x *vt) *vt {
 	return out
 }
 
-func (v *vaeRec) upsample(x *vt, temporal bool) *vt {
+// upsample is the decoder's Resample; Wan 2.1 halves the channels, Wan
+// 2.2 (keep) keeps them.
+func (v *vaeRec) upsample(x *vt, temporal, keep bool) *vt {
 	if temporal {
 		x = v.timeUpsample(x)
 	}
 	u := v.alloc(x.c, x.t, 2*x.h, 2*x.w)
 	v.free(x)
-	y := v.conv(u, x.c/2, 1, 3, 1)
+	cout := x.c / 2
+	if keep {
+		cout = x.c
+	}
+	y := v.conv(u, cout, 1, 3, 1)
 	v.free(u)
 	v.elementwise(u, 2)
 	return y
@@ -248,9 +254,10 @@ func (v *vaeRec) upsample(x *vt, temporal bool) *vt {
 func (v *vaeRec) decodeFrame(c VAEConfig, h, w int) *vt {
 	v.idx = 0
 	levels := len(c.DimMult)
-	dims := []int{c.BaseDim * c.DimMult[levels-1]}
+	base := c.decoderBase()
+	dims := []int{base * c.DimMult[levels-1]}
 	for i := levels - 1; i >= 0; i-- {
-		dims = append(dims, c.BaseDim*c.DimMult[i])
+		dims = append(dims, base*c.DimMult[i])
 	}
 	x := v.alloc(c.ZDim, 1, h, w) // the narrowed latent frame
 	v.step("decoder.in")
@@ -263,19 +270,33 @@ func (v *vaeRec) decodeFrame(c VAEConfig, h, w int) *vt {
 	x = v.resBlock(x, dims[0])
 	for i := 0; i < levels; i++ {
 		out := dims[i+1]
+		var short *vt // Wan 2.2: the level's input, for its DupUp3D shortcut
 		for j := 0; j <= c.NumResBlocks; j++ {
 			v.step(fmt.Sprintf("decoder.up.%d.res.%d", i, j))
+			if j == 0 && c.IsResidual && i < levels-1 {
+				short = v.alloc(x.c, x.t, x.h, x.w)
+				v.elementwise(x, 2)
+			}
 			x = v.resBlock(x, out)
 		}
 		if i < levels-1 {
 			v.step(fmt.Sprintf("decoder.up.%d.upsample", i))
-			x = v.upsample(x, c.TemperalDownsample[len(c.TemperalDownsample)-1-i])
+			x = v.upsample(x, c.TemperalDownsample[len(c.TemperalDownsample)-1-i], c.IsResidual)
+			if short != nil {
+				// The shortcut duplicated to the upsampled shape, added.
+				h := v.alloc(x.c, x.t, x.h, x.w)
+				v.free(short)
+				v.elementwise(h, 3)
+				v.free(h)
+			}
 		}
 	}
 	v.step("decoder.out")
 	a := v.normSiLU(x)
 	v.free(x)
-	x = v.causalConv(a, 3)
+	// Wan 2.2 folds patch×patch pixels into the output channels; the
+	// unpatchified frames take the same bytes.
+	x = v.causalConv(a, 3*c.patch()*c.patch())
 	v.flush()
 	return x
 }

@@ -39,6 +39,9 @@ type Component struct {
 	WeightsName string
 	// Extra writes files that are not weights (a tokenizer).
 	Extra func(dir string) error
+	// Salt is added to the seed of this component's tensors, so that two
+	// components with the same tensor names (Wan 2.2's experts) differ.
+	Salt uint64
 }
 
 // Arch is a whole pipeline folder.
@@ -46,6 +49,12 @@ type Arch struct {
 	Name       string
 	Class      string // model_index.json _class_name
 	Components []Component
+	// Settings are model_index.json's pipeline settings beside the
+	// components (Wan 2.2's boundary_ratio and expand_timesteps).
+	Settings map[string]any
+	// DType is the storage dtype of weights that follow the request when
+	// Options.DType is not set (0: bf16, as most checkpoints publish).
+	DType dtype.DType
 }
 
 // Options control a write.
@@ -75,6 +84,9 @@ func Write(dir string, arch Arch, opt Options) error {
 	}
 	if opt.ShardBytes <= 0 {
 		opt.ShardBytes = DefaultShardBytes
+	}
+	if opt.DType == 0 {
+		opt.DType = arch.DType
 	}
 	parent := filepath.Dir(filepath.Clean(dir))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
@@ -123,6 +135,9 @@ func (c Component) storage(opt Options) dtype.DType {
 
 func writeAll(root string, arch Arch, opt Options) error {
 	index := map[string]any{"_class_name": arch.Class, "_diffusers_version": "0.40.0"}
+	for k, v := range arch.Settings {
+		index[k] = v
+	}
 	w := &progress{total: TotalBytes(arch, opt), fn: opt.Progress}
 	for _, c := range arch.Components {
 		index[c.Name] = []string{c.Library, c.Class}
@@ -168,13 +183,13 @@ func writeWeights(dir string, c Component, opt Options, w *progress) error {
 	shards := splitShards(c.Params, dt, opt.ShardBytes)
 	stem := c.WeightsName
 	if len(shards) == 1 {
-		return writeShard(filepath.Join(dir, stem+".safetensors"), shards[0], dt, opt.Seed, w)
+		return writeShard(filepath.Join(dir, stem+".safetensors"), shards[0], dt, opt.Seed+c.Salt, w)
 	}
 	weightMap := map[string]string{}
 	var total int64
 	for i, s := range shards {
 		name := fmt.Sprintf("%s-%05d-of-%05d.safetensors", stem, i+1, len(shards))
-		if err := writeShard(filepath.Join(dir, name), s, dt, opt.Seed, w); err != nil {
+		if err := writeShard(filepath.Join(dir, name), s, dt, opt.Seed+c.Salt, w); err != nil {
 			return err
 		}
 		for _, p := range s {

@@ -3,6 +3,7 @@ package synth
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"ferry/catalog"
@@ -52,16 +53,33 @@ func Wan(c catalog.Wan) (Arch, error) {
 		return Arch{}, fmt.Errorf("%s text encoder: %w", c.Name, err)
 	}
 	sched := sampler.WanUniPCConfig(c.FlowShift)
-	return Arch{Name: c.Name, Class: "WanPipeline", Components: []Component{
+	transformer := func(name string) Component {
+		return Component{Name: name, Library: "diffusers", Class: "WanTransformer3DModel", Config: c.Transformer,
+			Params: c.Transformer.Params(), WeightsName: "diffusion_pytorch_model"}
+	}
+	a := Arch{Name: c.Name, Class: "WanPipeline", Components: []Component{
 		{Name: "scheduler", Library: "diffusers", Class: sampler.ClassUniPC, Config: sched, ConfigFile: "scheduler_config.json"},
 		{Name: "text_encoder", Library: "transformers", Class: "UMT5EncoderModel", Config: text,
 			Params: c.Text.Params(), WeightsName: "model"},
 		{Name: "tokenizer", Library: "transformers", Class: "T5Tokenizer", Extra: writeTokenizer},
-		{Name: "transformer", Library: "diffusers", Class: "WanTransformer3DModel", Config: c.Transformer,
-			Params: c.Transformer.Params(), WeightsName: "diffusion_pytorch_model"},
+		transformer("transformer"),
 		{Name: "vae", Library: "diffusers", Class: "AutoencoderKLWan", Config: c.VAE,
 			Params: c.VAE.Params(), WeightsName: "diffusion_pytorch_model", DType: dtype.F32},
-	}}, nil
+	}}
+	if c.Boundary > 0 {
+		// Wan 2.2 A14B: the low-noise expert beside the transformer, the
+		// boundary in model_index.json; the experts follow --dtype (float32
+		// by default, as the diffusers folders hold them), the text encoder
+		// stays bf16 as published.
+		low := transformer("transformer_2")
+		low.Salt = 2 // the experts are different models
+		a.Components = slices.Insert(a.Components, 4, low)
+		a.Components[1].DType = c.Storage
+		a.Settings = map[string]any{"boundary_ratio": c.Boundary, "expand_timesteps": false}
+		a.DType = c.TransformerDType()
+	}
+	addImageToVideo(&a, c)
+	return a, nil
 }
 
 // writeTokenizer writes a small UMT5-style SentencePiece tokenizer: the

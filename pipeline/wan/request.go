@@ -3,6 +3,7 @@ package wan
 import (
 	"fmt"
 
+	"ferry/imageproc"
 	"ferry/pytext"
 )
 
@@ -15,6 +16,10 @@ type Request struct {
 	Frames         int     `json:"frames"`
 	Steps          int     `json:"steps"`
 	Guidance       float64 `json:"guidance"`
+	// Guidance2 is guidance_scale_2, the low-noise expert's scale (Wan 2.2
+	// A14B; nil: Guidance, as diffusers does). Guidance alone decides
+	// whether CFG runs.
+	Guidance2 *float64 `json:"guidance_2,omitempty"`
 	// FlowShift overrides the scheduler config's shift (0: keep it):
 	// flow_shift for UniPC, shift for FlowMatchEuler.
 	FlowShift float64 `json:"flow_shift,omitempty"`
@@ -29,6 +34,10 @@ type Request struct {
 	// LoRAs are applied to the transformer while it denoises (read with
 	// Pipeline.LoadLoRA).
 	LoRAs []LoRA `json:"loras,omitempty"`
+	// Image conditions an image-to-video pipeline (imageproc.Load);
+	// ImageFile is where it came from, for the report.
+	Image     *imageproc.RGB `json:"-"`
+	ImageFile string         `json:"image,omitempty"`
 }
 
 // Defaults fills unset fields with WanPipeline's __call__ defaults and
@@ -134,6 +143,14 @@ func (r Request) LatentShape(zDim int) []int {
 
 // CFG says whether classifier-free guidance runs (WanPipeline: scale > 1).
 func (r Request) CFG() bool { return r.Guidance > 1 }
+
+// guidance2 is the low-noise expert's scale: Guidance2, else Guidance.
+func (r Request) guidance2() float64 {
+	if r.Guidance2 != nil {
+		return *r.Guidance2
+	}
+	return r.Guidance
+}
 
 // CleanPrompt is WanPipeline's prompt_clean: basic_clean (ftfy.fix_text,
 // html.unescape twice, str.strip) then whitespace_clean (runs of

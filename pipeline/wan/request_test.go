@@ -117,8 +117,8 @@ func sigmasOf(t *testing.T, p *Pipeline, shift float64) []float32 {
 	return s.Sigmas()
 }
 
-// TestOpenRefusesWan22: folders WanPipeline 0.40.0 runs as Wan 2.2 (two
-// experts or expanded timesteps) are refused before anything is read; a
+// TestOpenRefusesWan22: folders WanPipeline 0.40.0 runs as Wan 2.2 with
+// two experts are refused before anything is read; a
 // Wan 2.1 folder opens.
 func TestOpenRefusesWan22(t *testing.T) {
 	tests := []struct {
@@ -126,10 +126,10 @@ func TestOpenRefusesWan22(t *testing.T) {
 		extra string // model_index.json entries
 		want  string // "" opens
 	}{
-		{"boundary_ratio", `"boundary_ratio": 0.875, "transformer_2": [null, null]`, "Wan 2.2 two-expert pipelines are not supported yet: this folder has boundary_ratio 0.875"},
-		{"transformer_2", `"boundary_ratio": null, "transformer_2": ["diffusers", "WanTransformer3DModel"]`, "two-expert pipelines are not supported yet: this folder has a transformer_2 component"},
-		{"both", `"boundary_ratio": 0.9, "transformer_2": ["diffusers", "WanTransformer3DModel"]`, "boundary_ratio 0.9 and a transformer_2 component"},
-		{"expand_timesteps", `"boundary_ratio": null, "expand_timesteps": true`, "Wan 2.2 TI2V pipelines (expand_timesteps: true) are not supported yet"},
+		// Two experts run (moe_test.go); a boundary without the low-noise
+		// expert, or one that is not a ratio, does not.
+		{"boundary_ratio", `"boundary_ratio": 0.875, "transformer_2": [null, null]`, "boundary_ratio 0.875 but no transformer_2 component"},
+		{"boundary_ratio text", `"boundary_ratio": "high", "transformer_2": ["diffusers", "WanTransformer3DModel"]`, "want a number in (0, 1]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

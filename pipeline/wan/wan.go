@@ -42,6 +42,8 @@ type Pipeline struct {
 	vae         *wanvae.Model
 	vaeCfg      wanvae.Config
 	schedRaw    []byte
+	ext         extension // TI2V and image-to-video (ti2v.go, i2v.go)
+	moe         experts   // Wan 2.2 A14B's two experts (moe.go)
 
 	// Hooks, both optional: progress of the denoising steps and of the
 	// VAE's latent frames (tiles included).
@@ -82,14 +84,23 @@ func Open(f *checkpoint.Folder) (*Pipeline, error) {
 		return nil, fmt.Errorf("%s: text_dim %d does not match the text encoder's d_model %d", Transformer, wcfg.TextDim, tcfg.DModel)
 	}
 	p.transformer = wanmodel.New(wcfg)
+	if p.moe, err = readExperts(f); err != nil {
+		return nil, err
+	}
+	if p.moe.two() {
+		p.moe.high = p.transformer
+		if p.moe.low, err = openExpert(f, wcfg); err != nil {
+			return nil, err
+		}
+	}
 	if raw, err = rawConfig(f, VAE); err != nil {
 		return nil, err
 	}
 	if p.vaeCfg, err = wanvae.ParseConfig(raw); err != nil {
 		return nil, fmt.Errorf("%s: %w", VAE, err)
 	}
-	if wcfg.InChannels != p.vaeCfg.ZDim {
-		return nil, fmt.Errorf("%s: in_channels %d does not match the VAE's z_dim %d", Transformer, wcfg.InChannels, p.vaeCfg.ZDim)
+	if err := p.openVariant(f, wcfg); err != nil {
+		return nil, err
 	}
 	p.vae = wanvae.New(p.vaeCfg)
 	if p.schedRaw, err = rawConfig(f, "scheduler"); err != nil {
@@ -138,7 +149,7 @@ func rawConfig(f *checkpoint.Folder, name string) ([]byte, error) {
 
 // Register declares the three weight components with the executor.
 func (p *Pipeline) Register(ex *residency.Executor) error {
-	for _, name := range Components {
+	for _, name := range p.weightComponents() {
 		c, err := p.folder.Component(name)
 		if err != nil {
 			return err
@@ -154,6 +165,16 @@ func (p *Pipeline) Register(ex *residency.Executor) error {
 			comp = p.text.Component(name, src)
 		case Transformer:
 			comp = p.transformer.Component(name, src)
+		case Transformer2:
+			comp = p.moe.low.Component(name, src)
+		case ImageEncoder:
+			comp = p.ext.img.model.Component(name, src)
+		case VAE:
+			if p.ext.i2v {
+				comp = p.vae.Component(name, src) // encodes the image, then decodes
+				break
+			}
+			fallthrough
 		default:
 			// Text-to-video only decodes: the encoder's weights never move.
 			comp = p.vae.DecoderComponent(name, src)
@@ -200,9 +221,13 @@ type Output struct {
 	Frames, H, W int
 	// With keep set: the prompt embeddings [1, MaxSeqLen, text dim] (zero
 	// past the prompt) and the latents after every step.
-	PromptEmbeds      []float32
-	StepLatents       [][]float32
+	PromptEmbeds []float32
+	StepLatents  [][]float32
+	// ImageEmbeds are the image encoder's hidden states (Wan 2.1 I2V).
+	ImageEmbeds       []float32
 	KeepIntermediates bool
+	// StepExpert names the transformer that ran each step.
+	StepExpert []string
 }
 
 // Generate runs the whole request. opt.KeepIntermediates keeps the prompt
@@ -210,6 +235,9 @@ type Output struct {
 func (p *Pipeline) Generate(rt *pipeline.Runtime, r Request, keep bool) (*Output, error) {
 	r.Defaults()
 	if err := r.Check(); err != nil {
+		return nil, err
+	}
+	if err := p.CheckSize(r); err != nil {
 		return nil, err
 	}
 	out := &Output{Frames: r.Frames, H: r.Height, W: r.Width, KeepIntermediates: keep}
@@ -220,10 +248,15 @@ func (p *Pipeline) Generate(rt *pipeline.Runtime, r Request, keep bool) (*Output
 	if keep {
 		out.PromptEmbeds = pos
 	}
+	if err := p.prepareImage(rt, r, out); err != nil {
+		return nil, err
+	}
+	defer func() { p.ext.cond = nil }()
 	latents, err := p.denoise(rt, r, pos, neg, out)
 	if err != nil {
 		return nil, err
 	}
+	p.pinFirstFrame(latents, p.latentShape(r))
 	out.Video, err = p.decode(rt, r, latents)
 	return out, err
 }
@@ -291,7 +324,7 @@ func (p *Pipeline) encodeText(rt *pipeline.Runtime, r Request) (pos, neg []float
 
 // initialLatents are the request's latents or seeded standard-normal noise.
 func (p *Pipeline) initialLatents(r Request) ([]float32, error) {
-	shape := r.LatentShape(p.ZDim())
+	shape := p.latentShape(r)
 	n := tensor.NumElems(shape)
 	if r.Latents != nil {
 		if len(r.Latents) != n {
@@ -322,59 +355,24 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, 
 	if err := sched.SetTimesteps(r.Steps); err != nil {
 		return nil, err
 	}
-	ex := rt.Exec
-	ops := ex.Ops(Transformer)
-	shape := r.LatentShape(p.ZDim())
-	textDim := len(pos) / r.MaxSeqLen
-	batched := r.CFG() && rt.Plan.Run.CFG != residency.CFGSequential
-	ctxPos := ops.Upload(pos, 1, r.MaxSeqLen, textDim)
-	defer ctxPos.Free()
-	var ctxNeg, ctxBoth *tensor.Tensor
-	if r.CFG() {
-		if batched {
-			ctxBoth = ops.Upload(append(append([]float32(nil), pos...), neg...), 2, r.MaxSeqLen, textDim)
-			defer ctxBoth.Free()
-		} else {
-			ctxNeg = ops.Upload(neg, 1, r.MaxSeqLen, textDim)
-			defer ctxNeg.Free()
-		}
-	}
-	free, err := p.applyLoRA(ops, r.LoRAs)
+	shape := p.latentShape(r)
+	ts := sched.Timesteps()
+	d, err := p.newDenoiser(rt, r, pos, neg, ts)
 	if err != nil {
 		return nil, err
 	}
-	defer free()
-	p.transformer.Options.FFNChunk = rt.Plan.Run.FFNChunk
-	g := float32(r.Guidance)
-	ts := sched.Timesteps()
+	defer d.close()
 	for i, t := range ts {
 		if err := rt.Err(); err != nil {
 			return nil, err
 		}
+		if err := d.enter(i, t); err != nil {
+			return nil, err
+		}
 		endStep := rt.Step(i)
-		var pred []float32
-		switch {
-		case batched:
-			both, err := p.forward(ops, rt, concat(latents, latents), batchShape(shape, 2), []float32{t, t}, ctxBoth)
-			if err != nil {
-				return nil, err
-			}
-			n := len(latents)
-			pred = guide(both[:n], both[n:], g)
-		case r.CFG():
-			cond, err := p.forward(ops, rt, latents, shape, []float32{t}, ctxPos)
-			if err != nil {
-				return nil, err
-			}
-			uncond, err := p.forward(ops, rt, latents, shape, []float32{t}, ctxNeg)
-			if err != nil {
-				return nil, err
-			}
-			pred = guide(cond, uncond, g)
-		default:
-			if pred, err = p.forward(ops, rt, latents, shape, []float32{t}, ctxPos); err != nil {
-				return nil, err
-			}
+		pred, err := d.predict(latents, shape, t, i)
+		if err != nil {
+			return nil, err
 		}
 		if err := sched.Step(pred, latents); err != nil {
 			return nil, err
@@ -382,12 +380,13 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, 
 		if out.KeepIntermediates {
 			out.StepLatents = append(out.StepLatents, append([]float32(nil), latents...))
 		}
+		out.StepExpert = append(out.StepExpert, d.cur.name)
 		endStep()
 		if p.OnStep != nil {
 			p.OnStep(i+1, len(ts))
 		}
 	}
-	ex.Done(Transformer)
+	d.finish()
 	return latents, nil
 }
 
@@ -411,8 +410,9 @@ func (p *Pipeline) applyLoRA(ops *tensor.Ops, ls []LoRA) (free func(), err error
 
 // forward runs the transformer once on host latents.
 func (p *Pipeline) forward(ops *tensor.Ops, rt *pipeline.Runtime, x []float32, shape []int, ts []float32, ctx *tensor.Tensor) ([]float32, error) {
+	x, shape = p.modelInput(x, shape)
 	in := ops.Upload(x, shape...)
-	v, err := p.transformer.Forward(rt.Exec, ops, in, ts, ctx)
+	v, err := p.transformerForward(rt, ops, in, ts, ctx)
 	in.Free()
 	if err != nil {
 		return nil, fmt.Errorf("transformer: %w", err)
@@ -450,7 +450,7 @@ func batchShape(shape []int, b int) []int {
 func (p *Pipeline) decode(rt *pipeline.Runtime, r Request, latents []float32) ([]float32, error) {
 	end := rt.Phase(pipeline.PhaseVAE)
 	defer end()
-	shape := r.LatentShape(p.ZDim())
+	shape := p.latentShape(r)
 	z := append([]float32(nil), latents...)
 	if err := p.vaeCfg.Denormalize(z, shape); err != nil {
 		return nil, err

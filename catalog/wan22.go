@@ -1,0 +1,51 @@
+package catalog
+
+import (
+	"ferry/dtype"
+	"ferry/model/clipvision"
+	"ferry/model/wan"
+	"ferry/model/wanvae"
+)
+
+func init() {
+	wans["wan2.2-ti2v-5b"] = WanTI2V5B
+	wans["wan2.1-i2v-14b"] = WanI2V14B
+}
+
+// WanTI2V5B is Wan-AI/Wan2.2-TI2V-5B-Diffusers: a WanPipeline with
+// expand_timesteps (text and image to video from one folder), a
+// transformer of 24 heads of 128 (dim 3072), 30 layers, feed-forward
+// 14336 over the 48 latent channels of the Wan 2.2 VAE (16x spatial);
+// UniPC with flow shift 5. The transformer is published in float32, the
+// text encoder in bf16.
+func WanTI2V5B() Wan {
+	tr := wan.Config14B()
+	tr.NumAttentionHeads, tr.NumLayers, tr.FFNDim = 24, 30, 14336
+	tr.InChannels, tr.OutChannels = 48, 48
+	return Wan{Name: "wan2.2-ti2v-5b", Text: UMT5XXL(), Transformer: tr, VAE: wanvae.ConfigWan22(),
+		FlowShift: 5, Storage: dtype.BF16, TransformerStorage: dtype.F32, ExpandTimesteps: true}
+}
+
+// WanI2V14B is Wan-AI/Wan2.1-I2V-14B-480P-Diffusers: the 14B transformer
+// with 36 input channels (latents, 4 mask channels, the image's latents),
+// the image embedder (image_dim 1280) and image attention
+// (added_kv_proj_dim 5120), and the CLIP ViT-H/14 vision tower; UniPC
+// with flow shift 3 (the 720P folder uses 5).
+func WanI2V14B() Wan {
+	tr := wan.Config14B()
+	tr.InChannels = 36
+	imageDim, kv := 1280, 5120
+	tr.ImageDim, tr.AddedKVProjDim = &imageDim, &kv
+	enc := CLIPViTH14()
+	return Wan{Name: "wan2.1-i2v-14b", Text: UMT5XXL(), Transformer: tr, VAE: wanvae.ConfigWan21(),
+		FlowShift: 3, Storage: dtype.BF16, ImageEncoder: &enc}
+}
+
+// CLIPViTH14 is open-clip ViT-H/14's vision tower as the Wan 2.1 I2V
+// folders hold it (CLIPVisionModel): width 1280, 32 layers of 16 heads,
+// MLP 5120 with exact GELU, 224-pixel images in 14-pixel patches.
+func CLIPViTH14() clipvision.Config {
+	return clipvision.Config{ModelType: "clip_vision_model", HiddenSize: 1280, IntermediateSize: 5120,
+		NumHiddenLayers: 32, NumAttentionHeads: 16, NumChannels: 3, ImageSize: 224, PatchSize: 14,
+		HiddenAct: "gelu", LayerNormEps: 1e-5}
+}

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"fmt"
+
+	"ferry/imageproc"
+	"ferry/pipeline/wan"
+	"ferry/planner"
+)
+
+// readImage loads --image into the request: image-to-video folders
+// require it, TI2V folders switch to image-to-video with it, and other
+// text-to-video folders refuse it.
+func readImage(p *wan.Pipeline, r *wan.Request, path string) error {
+	switch {
+	case path == "" && p.RequiresImage():
+		return userf("--image FILE.png|.jpg is required: this folder is an image-to-video pipeline (%s)", wan.ImageToVideoClass)
+	case path == "":
+		return nil
+	case !p.AcceptsImage():
+		return userf("--image %s: this folder is a text-to-video pipeline; drop --image or use an image-to-video folder (%s) or a TI2V one", path, wan.ImageToVideoClass)
+	}
+	img, err := imageproc.Load(path)
+	if err != nil {
+		return asUser(fmt.Errorf("--image: %w", err))
+	}
+	if err := p.SetImageMode(true); err != nil {
+		return asUser(err)
+	}
+	r.Image, r.ImageFile = img, path
+	return nil
+}
+
+// planImage makes the profile of a folder that runs this request as image
+// to video (a TI2V WanPipeline folder given --image) encode the image.
+func planImage(prof *planner.Profile, p *wan.Pipeline, r wan.Request) error {
+	if r.Image == nil || prof.ImageMode != planner.NoImage {
+		return nil
+	}
+	mode := planner.ImageThenZeros
+	if p.ExpandTimesteps() {
+		mode = planner.ImageAlone
+	}
+	return prof.SetImageMode(mode, p.VAEConfig())
+}
+
+// patchSize rounds a height and width that are multiples of 16 down to
+// the transformer's patch of latents (32 for TI2V-5B), as WanPipeline and
+// WanImageToVideoPipeline do with a logged warning, and returns the note.
+func patchSize(p *wan.Pipeline, r *wan.Request) []string {
+	m := p.SizeMultiple()
+	if r.Height%16 != 0 || r.Width%16 != 0 || (r.Height%m == 0 && r.Width%m == 0) || r.Height < m || r.Width < m {
+		return nil
+	}
+	h, w := r.Height/m*m, r.Width/m*m
+	note := fmt.Sprintf("height and width must be multiples of %d for this model's patches; using %dx%d instead of %dx%d, as diffusers does", m, w, h, r.Width, r.Height)
+	r.Height, r.Width = h, w
+	return []string{note}
+}

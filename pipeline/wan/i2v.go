@@ -1,0 +1,321 @@
+package wan
+
+import (
+	"fmt"
+
+	"ferry/checkpoint"
+	"ferry/imageproc"
+	"ferry/model/clipvision"
+	wanmodel "ferry/model/wan"
+	"ferry/model/wanvae"
+	"ferry/pipeline"
+	"ferry/tensor"
+)
+
+// Image-to-video (diffusers' WanImageToVideoPipeline, 0.40.0). Two
+// layouts share the class:
+//
+//   - Wan 2.1 I2V: a CLIP vision tower encodes the image (hidden_states[-2])
+//     for the transformer's image attention, and the VAE encodes the image
+//     followed by F−1 black frames; the transformer sees the latents with
+//     4 mask channels (1 on the first latent frame) and those 16 latent
+//     channels appended: 36 channels.
+//   - TI2V-5B (expand_timesteps): the VAE encodes the image alone; its
+//     latents replace the first latent frame before every transformer call
+//     and after the loop, and that frame's tokens are at timestep 0.
+const (
+	// ImageToVideoClass is the pipeline class of image-to-video folders.
+	ImageToVideoClass = "WanImageToVideoPipeline"
+	// ImageEncoder is the CLIP vision tower's component (Wan 2.1 I2V).
+	ImageEncoder   = "image_encoder"
+	imageProcessor = "image_processor"
+)
+
+// imageEncoder is Wan 2.1 I2V's CLIP tower and its CLIPImageProcessor;
+// model is nil when the transformer takes no image embeddings (TI2V).
+type imageEncoder struct {
+	model *clipvision.Model
+	proc  imageproc.CLIPConfig
+}
+
+// condition is what an image-to-video request adds to the denoising:
+// computed once per request, before the loop.
+type condition struct {
+	// channels ([1, 4+z, T, h, w]) are appended to the latents (Wan 2.1).
+	channels []float32
+	// first ([z, h·w]) is the image's normalised latent frame (TI2V).
+	first []float32
+	// embeds ([1, tokens, image_dim]) are the CLIP hidden states.
+	embeds     []float32
+	embedShape []int
+}
+
+// openImageEncoder reads the image encoder's and processor's configs when
+// the transformer takes image embeddings (image_dim set), as the
+// reference only encodes the image for such a transformer.
+func (p *Pipeline) openImageEncoder(f *checkpoint.Folder, w wanmodel.Config) error {
+	if w.ImageDim == nil {
+		return nil
+	}
+	if _, ok := f.Components[ImageEncoder]; !ok {
+		return fmt.Errorf("%s: the transformer takes image embeddings (image_dim %d) but the folder has no %s", f.Dir, *w.ImageDim, ImageEncoder)
+	}
+	raw, err := rawConfig(f, ImageEncoder)
+	if err != nil {
+		return err
+	}
+	cfg, err := clipvision.ParseConfig(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", ImageEncoder, err)
+	}
+	if cfg.HiddenSize != *w.ImageDim {
+		return fmt.Errorf("%s: hidden_size %d does not match the transformer's image_dim %d", ImageEncoder, cfg.HiddenSize, *w.ImageDim)
+	}
+	p.ext.img.proc = imageproc.DefaultCLIPConfig()
+	if _, ok := f.Components[imageProcessor]; ok {
+		if raw, err = rawConfig(f, imageProcessor); err != nil {
+			return err
+		}
+		if p.ext.img.proc, err = imageproc.ParseCLIPConfig(raw); err != nil {
+			return fmt.Errorf("%s: %w", imageProcessor, err)
+		}
+	}
+	p.ext.img.model = clipvision.New(cfg)
+	return nil
+}
+
+// RequiresImage says the folder is an image-to-video pipeline: every
+// request needs an image.
+func (p *Pipeline) RequiresImage() bool { return p.ext.i2vClass }
+
+// AcceptsImage says the folder can condition on an image: image-to-video
+// folders, and TI2V folders (expand_timesteps), whose WanPipeline folder
+// diffusers also loads as WanImageToVideoPipeline.
+func (p *Pipeline) AcceptsImage() bool { return p.ext.i2vClass || p.ext.expand }
+
+// SetImageMode switches a TI2V folder to image-to-video (on) or
+// text-to-video before Register; image-to-video folders stay on.
+func (p *Pipeline) SetImageMode(on bool) error {
+	if on && !p.AcceptsImage() {
+		return fmt.Errorf("this folder is a text-to-video pipeline; an image needs an image-to-video folder (%s) or a TI2V one (expand_timesteps)", ImageToVideoClass)
+	}
+	p.ext.i2v = on || p.ext.i2vClass
+	return nil
+}
+
+// HasImageEncoder says the pipeline runs a CLIP image encoder.
+func (p *Pipeline) HasImageEncoder() bool { return p.ext.img.model != nil }
+
+// ComponentNames lists the components that hold weights, in the order
+// they run.
+func (p *Pipeline) ComponentNames() []string {
+	if p.HasImageEncoder() {
+		return []string{TextEncoder, ImageEncoder, Transformer, VAE}
+	}
+	return append([]string(nil), Components...)
+}
+
+// prepareImage computes the request's condition (nothing for
+// text-to-video): the image embeddings, then the VAE's latents of the
+// image, as the reference orders them.
+func (p *Pipeline) prepareImage(rt *pipeline.Runtime, r Request, out *Output) error {
+	p.ext.cond = nil
+	if !p.ext.i2v {
+		return nil
+	}
+	if r.Image == nil {
+		return fmt.Errorf("image-to-video needs an image (--image FILE.png|.jpg)")
+	}
+	c := &condition{}
+	if p.HasImageEncoder() {
+		if err := p.encodeImage(rt, r.Image, c); err != nil {
+			return err
+		}
+		if out.KeepIntermediates {
+			out.ImageEmbeds = c.embeds
+		}
+	}
+	lat, err := p.encodeCondition(rt, r)
+	if err != nil {
+		return err
+	}
+	if p.ext.expand {
+		c.first = lat
+	} else {
+		c.channels = p.maskedCondition(r, lat)
+	}
+	p.ext.cond = c
+	return nil
+}
+
+// encodeImage is encode_image: CLIPImageProcessor, then the tower's
+// hidden_states[-2].
+func (p *Pipeline) encodeImage(rt *pipeline.Runtime, img *imageproc.RGB, c *condition) error {
+	end := rt.Phase(pipeline.PhaseText)
+	defer end()
+	px, _, _, err := imageproc.CLIPPreprocess(img, p.ext.img.proc)
+	if err != nil {
+		return fmt.Errorf("image processor: %w", err)
+	}
+	ex := rt.Exec
+	ops := ex.Ops(ImageEncoder)
+	h, err := p.ext.img.model.Encode(ex, ops, px, 1)
+	ex.Done(ImageEncoder)
+	if err != nil {
+		return fmt.Errorf("image encoder: %w", err)
+	}
+	c.embedShape = h.Shape()
+	c.embeds = ops.Download(h)
+	h.Free()
+	return ops.Err()
+}
+
+// vaeImage is video_processor.preprocess(image, height, width): Lanczos
+// to the video's size when the image is another size, then [-1, 1].
+func vaeImage(img *imageproc.RGB, w, h int) ([]float32, error) {
+	if img.Width != w || img.Height != h {
+		var err error
+		if img, err = imageproc.ResizeLanczos(img, w, h); err != nil {
+			return nil, fmt.Errorf("resize the image to %dx%d: %w", w, h, err)
+		}
+	}
+	return imageproc.VAEPixels(img), nil
+}
+
+// encodeCondition encodes the VAE's condition video (the image alone for
+// TI2V; the image then F−1 zero frames for Wan 2.1) and returns the
+// posterior mean, normalised: [1, z, T', h, w] with T' 1 or T.
+func (p *Pipeline) encodeCondition(rt *pipeline.Runtime, r Request) ([]float32, error) {
+	// Timed with the conditioning (text and image encoders), as the
+	// planner predicts it: the VAE phase is the decode.
+	end := rt.Phase(pipeline.PhaseText)
+	defer end()
+	px, err := vaeImage(r.Image, r.Width, r.Height)
+	if err != nil {
+		return nil, err
+	}
+	frames := r.Frames
+	if p.ext.expand {
+		frames = 1
+	}
+	// [1, 3, F, H, W]: frame 0 is the image, later frames are zero.
+	plane := r.Width * r.Height
+	video := make([]float32, 3*frames*plane)
+	for ch := range 3 {
+		copy(video[ch*frames*plane:], px[ch*plane:(ch+1)*plane])
+	}
+	ex := rt.Exec
+	ops := ex.Ops(VAE)
+	p.vae.Options.Tiling = wanvae.SquareTiling(rt.Plan.Run.VAETile, rt.Plan.Run.VAEStride)
+	p.vae.Options.OnFrame = nil
+	in := ops.Upload(video, 1, 3, frames, r.Height, r.Width)
+	mean, logvar, err := p.vae.Encode(ex, ops, in)
+	in.Free()
+	ex.Done(VAE)
+	if err != nil {
+		return nil, fmt.Errorf("vae encode: %w", err)
+	}
+	logvar.Free()
+	shape := mean.Shape()
+	lat := ops.Download(mean)
+	mean.Free()
+	if err := ops.Err(); err != nil {
+		return nil, err
+	}
+	if err := p.vaeCfg.Normalize(lat, shape); err != nil {
+		return nil, err
+	}
+	return lat, nil
+}
+
+// maskedCondition is Wan 2.1's condition [1, s+z, T, h, w]: s mask
+// channels (s the VAE's temporal scale, 4) that are 1 on the first latent
+// frame and 0 after it, then the image's latents. The reference builds
+// the mask per video frame (1 for frame 0, repeated s times so that the
+// first latent frame has s of them, 0 for the rest) and folds each latent
+// frame's s frames into channels: every channel of latent frame 0 is 1.
+func (p *Pipeline) maskedCondition(r Request, lat []float32) []float32 {
+	shape := p.latentShape(r)
+	t, hw := shape[2], shape[3]*shape[4]
+	s := p.vaeCfg.TemporalScale()
+	out := make([]float32, (s+p.ZDim())*t*hw)
+	for ch := range s {
+		plane := out[ch*t*hw:]
+		for i := range hw {
+			plane[i] = 1
+		}
+	}
+	copy(out[s*t*hw:], lat)
+	return out
+}
+
+// modelInput turns host latents [B, z, T, h, w] into the transformer's
+// input for the request's condition: unchanged for text-to-video; the
+// condition channels appended to each sample (Wan 2.1 I2V); the first
+// latent frame replaced by the image's (TI2V).
+func (p *Pipeline) modelInput(x []float32, shape []int) ([]float32, []int) {
+	c := p.ext.cond
+	if c == nil {
+		return x, shape
+	}
+	if c.first != nil {
+		y := append([]float32(nil), x...)
+		p.pinFirstFrame(y, shape)
+		return y, shape
+	}
+	per := len(x) / shape[0]
+	out := make([]float32, 0, len(x)+shape[0]*len(c.channels))
+	for b := range shape[0] {
+		out = append(out, x[b*per:(b+1)*per]...)
+		out = append(out, c.channels...)
+	}
+	s := append([]int(nil), shape...)
+	s[1] += len(c.channels) / (per / shape[1])
+	return out, s
+}
+
+// pinFirstFrame writes the image's latents into latent frame 0 of every
+// sample of x [B, z, T, h, w] (TI2V): (1 − mask)·condition + mask·latents
+// with a 0/1 mask is exactly that.
+func (p *Pipeline) pinFirstFrame(x []float32, shape []int) {
+	c := p.ext.cond
+	if c == nil || c.first == nil {
+		return
+	}
+	z, t, hw := shape[1], shape[2], shape[3]*shape[4]
+	for b := range shape[0] {
+		for ch := range z {
+			copy(x[((b*z+ch)*t)*hw:][:hw], c.first[ch*hw:(ch+1)*hw])
+		}
+	}
+}
+
+// transformerForward runs the transformer on the model input in
+// [B, C, T, h, w] with the batch's timesteps ts (one per sample, all equal
+// under expand_timesteps, as the pipelines give them): under
+// expand_timesteps one timestep per token, 0 on the image's frame in TI2V
+// image-to-video mode; the image embeddings for an image-conditioned
+// transformer, one copy per sample.
+func (p *Pipeline) transformerForward(rt *pipeline.Runtime, ops *tensor.Ops, in *tensor.Tensor, ts []float32, ctx *tensor.Tensor) (*tensor.Tensor, error) {
+	inputs := wanmodel.Inputs{Timesteps: ts, Context: ctx}
+	b := in.Dim(0)
+	if p.ext.expand {
+		var err error
+		inputs.TokenTimesteps, err = p.transformer.Config().ExpandTimesteps(b, in.Dim(2), in.Dim(3), in.Dim(4), ts[0], p.ext.i2v)
+		if err != nil {
+			return nil, err
+		}
+		inputs.Timesteps = nil
+	}
+	if c := p.ext.cond; c != nil && c.embeds != nil {
+		shape := append([]int(nil), c.embedShape...)
+		shape[0] = b
+		all := make([]float32, 0, b*len(c.embeds))
+		for range b {
+			all = append(all, c.embeds...)
+		}
+		inputs.Image = ops.Upload(all, shape...)
+		defer inputs.Image.Free()
+	}
+	return p.transformer.ForwardInputs(rt.Exec, ops, in, inputs)
+}

@@ -1,0 +1,197 @@
+package planner
+
+import (
+	"fmt"
+
+	"ferry/model/wanvae"
+)
+
+// ImageMode says what an image-to-video request encodes with the VAE
+// before denoising (pipeline/wan's encodeCondition).
+type ImageMode int
+
+const (
+	// NoImage: text to video; the VAE only decodes.
+	NoImage ImageMode = iota
+	// ImageAlone: TI2V (expand_timesteps) encodes the image as one frame.
+	ImageAlone
+	// ImageThenZeros: Wan 2.1 I2V encodes the image followed by F−1 black
+	// frames, the whole video's length.
+	ImageThenZeros
+)
+
+// SetImageMode makes the profile an image-to-video one: the VAE component
+// holds the encoder's blocks before the decoder's (as pipeline/wan
+// registers it, so that plans move and count them) and the simulation
+// encodes the condition video before the loop. vae must be the profile's
+// VAE config (its parameter list is taken from it).
+func (p *Profile) SetImageMode(mode ImageMode, vae wanvae.Config) error {
+	if mode == NoImage || p.ImageMode != NoImage {
+		p.ImageMode = mode
+		return nil
+	}
+	c := p.Component(VAE)
+	if c == nil {
+		return fmt.Errorf("planner: %s has no %s", p.Name, VAE)
+	}
+	full := ComponentFromParams(VAE, c.Storage, vae.Params())
+	full.Cached = c.Cached
+	*c = *full
+	p.ImageMode = mode
+	return nil
+}
+
+// encodeFrames is how many video frames the condition video has.
+func (p *Profile) encodeFrames(req Request) int {
+	if p.ImageMode == ImageAlone {
+		return 1
+	}
+	return req.Frames
+}
+
+// encoderDims are the encoder's widths: base·[1, dim_mult...].
+func (c VAEConfig) encoderDims() []int {
+	d := []int{c.BaseDim}
+	for _, m := range c.DimMult {
+		d = append(d, c.BaseDim*m)
+	}
+	return d
+}
+
+// encodeChunk records one encoder chunk of t frames (1 for the first, 4
+// after it, as AutoencoderKLWan._encode cuts the video) at h×w pixels,
+// following model/wanvae's encoder: conv_in, the down blocks (residual
+// blocks, then a stride-2 spatial conv and on temporal levels the
+// frame-halving conv that skips the first chunk), the mid block, norm_out,
+// conv_out and quant_conv. Wan 2.2's average-pool shortcuts are not
+// modelled (a few activations of the level's input size).
+func (v *vaeRec) encodeChunk(c VAEConfig, t, h, w int) *vt {
+	v.idx = 0
+	p := c.patch()
+	dims := c.encoderDims()
+	x := v.alloc(3*p*p, t, h/p, w/p) // the chunk, patchified
+	v.step("encoder.in")
+	x = v.causalConv(x, dims[0])
+	k, last := 0, len(c.DimMult)-1
+	for i := range c.DimMult {
+		for range c.NumResBlocks {
+			v.step(fmt.Sprintf("encoder.down.%d", k))
+			k++
+			x = v.resBlock(x, dims[i+1])
+		}
+		if i != last {
+			v.step(fmt.Sprintf("encoder.down.%d", k))
+			k++
+			x = v.downsample(x, c.TemperalDownsample[i])
+		}
+	}
+	top := dims[len(dims)-1]
+	v.step("encoder.mid")
+	x = v.resBlock(x, top)
+	x = v.attention(x)
+	x = v.resBlock(x, top)
+	v.step("encoder.out")
+	a := v.normSiLU(x)
+	v.free(x)
+	x = v.causalConv(a, 2*c.ZDim)
+	y := v.conv(x, 2*c.ZDim, 1, 1, 0)
+	v.free(x)
+	v.flush()
+	return y
+}
+
+// downsample is the encoder's Resample: zero padding, a stride-2 3×3
+// conv, and on temporal levels a 3×1×1 stride-2 conv over the cached last
+// frame and the chunk (skipped on the first chunk, whose last frame it
+// caches).
+func (v *vaeRec) downsample(x *vt, temporal bool) *vt {
+	pad := v.alloc(x.c, x.t, x.h+1, x.w+1)
+	v.free(x)
+	y := v.strided(pad, x.c, x.t, x.h/2, x.w/2, 9)
+	v.free(pad)
+	if !temporal {
+		return y
+	}
+	s := v.next()
+	if !s.set {
+		s.set, s.frames = true, v.lastFrames(y, 1)
+		return y
+	}
+	in := v.alloc(y.c, s.frames.t+y.t, y.h, y.w)
+	keep := v.lastFrames(y, 1)
+	v.free(y, s.frames)
+	s.frames = keep
+	out := v.strided(in, in.c, (in.t-3)/2+1, in.h, in.w, 3)
+	v.free(in)
+	return out
+}
+
+// strided records a strided convolution's output [c, t, h, w] and flops
+// (taps kernel taps per input channel).
+func (v *vaeRec) strided(in *vt, c, t, h, w, taps int) *vt {
+	y := v.alloc(c, t, h, w)
+	padded := roundUp(c, v.panel)
+	v.addWork(work{conv: convFlops(2*float64(v.b*t*h*w)*float64(padded*in.c*taps), in.c*taps)})
+	return y
+}
+
+// encodeImage simulates encodeCondition of an image-to-video request: the
+// condition video uploaded to the VAE's device, encoded chunk by chunk
+// (the first chunk and a steady one simulated, the steady one standing
+// for the rest), the posterior's mean and log-variance made, the video
+// freed, Done, and the mean downloaded. pipeline/wan times it with the
+// conditioning (the text phase).
+func (pl *pipelineSim) encodeImage() {
+	if pl.p.ImageMode == NoImage {
+		return
+	}
+	s, vae := pl.s, pl.s.byName[VAE]
+	before := vae.stats
+	d := &direct{s: s, on: vae.acts, r: &recorder{ids: pl.id}}
+	b, frames := pl.req.Batch, pl.p.encodeFrames(pl.req)
+	video := d.alloc(f32(b, 3, frames, pl.req.Height, pl.req.Width))
+	chunks := 1 + (frames-1)/4
+	v := &vaeRec{r: &recorder{ids: pl.id}, b: b, panel: max(s.hw.ConvPanel, 1), blk: map[string]int{}}
+	for i, bl := range pl.p.Component(VAE).Blocks {
+		v.blk[bl.Name] = i
+	}
+	var total float64
+	stats := compStats{}
+	for k := range min(chunks, 2) {
+		v.calls, v.cur, v.pre = nil, nil, nil
+		t := 1
+		if k > 0 {
+			t = 4
+		}
+		out := v.encodeChunk(pl.p.Coder, t, pl.req.Height, pl.req.Width)
+		v.free(out) // concatenated into the encoder's output
+		if k == min(chunks, 2)-1 {
+			for _, sl := range v.slots {
+				v.free(sl.frames)
+			}
+		}
+		ps := pass{pre: v.pre, calls: v.calls, post: v.r.take()}
+		start, st0 := s.now, vae.stats
+		s.runPass(vae, ps)
+		st := vae.stats.minus(st0)
+		total += s.now - start
+		stats = stats.plus(st, 1)
+		if k == 1 && chunks > 2 {
+			rest := st
+			rest.compute -= st.actTouch
+			rest.actTouch = 0
+			total += float64(chunks-2) * (s.now - start - st.actTouch)
+			stats = stats.plus(rest, chunks-2)
+		}
+	}
+	_, _, lh, lw := pl.req.latent(pl.p)
+	lf := 1 + (frames-1)/pl.p.Coder.TemporalScale()
+	mean := d.alloc(f32(b, pl.p.Coder.ZDim, lf, lh, lw))
+	logvar := d.alloc(f32(b, pl.p.Coder.ZDim, lf, lh, lw))
+	d.free(video)
+	t1, beforeDone := s.now, vae.stats
+	s.done(vae)
+	d.free(logvar, mean)
+	vae.stats = before.plus(stats.plus(vae.stats.minus(beforeDone), 1), 1)
+	pl.tText += total + (s.now - t1)
+}
