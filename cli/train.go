@@ -54,7 +54,7 @@ type trainFlags struct {
 	targets                       []string
 	loraInitAdapters              []lora.Adapter
 	transformerDir, weightsSource string
-	batchAuto                     bool // --batch-size auto (train_auto.go)
+	batchAuto                     bool // --batch-size auto
 	// The memory knobs (train_knobs.go).
 	knobs trainKnobs
 	// The weights' residency: --plan, --trace (train_stream.go).
@@ -69,7 +69,7 @@ func (f *trainFlags) define(e *env) *flag.FlagSet {
 	fs.StringVar(&f.out, "out", "", "write the trained LoRA (or, with --full, the transformer weights) here, .safetensors")
 	fs.IntVar(&f.steps, "steps", 0, "optimizer steps to train for (a resumed run counts those already done)")
 	f.batch = 1
-	fs.Var(batchFlag{n: &f.batch, auto: &f.batchAuto}, "batch-size", "samples per micro-batch, or auto: the largest that fits the budgets (train_auto.go)")
+	fs.Var(batchFlag{n: &f.batch, auto: &f.batchAuto}, "batch-size", "samples per micro-batch, or auto: the largest that fits the budgets")
 	fs.IntVar(&f.accum, "grad-accum", 1, "micro-batches whose gradients are averaged into each step")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the data order, timesteps, noise and LoRA initialisation")
 	fs.StringVar(&f.sampling, "timestep-sampling", "shift", "how sigma is drawn: uniform, logit-normal or shift")
@@ -570,7 +570,7 @@ type trainReport struct {
 	// Streaming is the weights' plan and its stalls and copies, forward
 	// and backward apart (train_stream.go).
 	Streaming trainStreaming `json:"streaming"`
-	// Predicted is the planner's prediction for the run (train_auto.go).
+	// Predicted is the planner's prediction for the run.
 	Predicted *planner.TrainPrediction `json:"predicted,omitempty"`
 	Outputs   []string                 `json:"outputs"`
 }

@@ -20,8 +20,6 @@ import (
 // as given), and the report carries the planner's prediction for the run
 // as `predicted`, beside `measured`.
 
-func init() { autoTrainPlan = chooseTrainPlan }
-
 // batchFlag is --batch-size: a number, or auto.
 type batchFlag struct {
 	n    *int

@@ -28,10 +28,10 @@ func defaultTrainDType() string {
 
 func (k *trainKnobs) define(fs *flag.FlagSet) {
 	fs.StringVar(&k.checkpointing, "checkpointing", "none",
-		"what each block keeps for its backward: none, selective (its input and self-attention output; the rest is recomputed) or block (its input; its forward is recomputed)")
+		"what each block keeps for its backward: none, selective (its input and self-attention output; the rest is recomputed) or block (its input; its forward is recomputed); with --plan auto (the default) the planner chooses when it is not given")
 	fs.StringVar(&k.activationTier, "activation-tier", "device",
-		"where kept activations wait between forward and backward: device, or host (copied back ahead of each block's backward)")
-	fs.StringVar(&k.emaTier, "ema-tier", "host", "where the EMA of --ema-decay lives: host or device")
+		"where kept activations wait between forward and backward: device, or host (copied back ahead of each block's backward); with --plan auto the planner chooses when it is not given")
+	fs.StringVar(&k.emaTier, "ema-tier", "host", "where the EMA of --ema-decay lives: host or device; with --plan auto the planner chooses when it is not given")
 	fs.StringVar(&k.dtypeName, "dtype", defaultTrainDType(),
 		"bf16 (products and saved activations in bf16; master weights, gradients and optimizer state fp32) or fp32; the default is bf16 where the CPU has AVX512-BF16")
 }

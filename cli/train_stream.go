@@ -27,11 +27,6 @@ func (s *trainStream) define(fs *flag.FlagSet) {
 	fs.StringVar(&s.trace, "trace", "", "write a Chrome trace (JSON) here: each step's forward and backward, compute, copies and stalls")
 }
 
-// autoTrainPlan, when set, chooses the plan for --plan auto (the
-// planner's training search); without it auto keeps every weight
-// resident.
-var autoTrainPlan func(f *trainFlags, cfg wan.Config) (*residency.Plan, error)
-
 // resolve builds the plan --plan asks for. Presets that size themselves
 // for an inference request (vram-limit) are refused: a training step is
 // not one. With --full the weights' copy between uses is the master copy
@@ -40,15 +35,11 @@ func (s *trainStream) resolve(f *trainFlags, cfg wan.Config) (*residency.Plan, e
 	var plan *residency.Plan
 	switch spec := strings.ToLower(s.spec); {
 	case spec == "" || spec == "auto":
-		if autoTrainPlan != nil {
-			p, err := autoTrainPlan(f, cfg)
-			if err != nil {
-				return nil, err
-			}
-			plan = p
-		} else {
-			plan = residency.Uniform("resident", residency.ComponentPlan{Placement: residency.Resident}, train.ComponentName)
+		p, err := chooseTrainPlan(f, cfg) // the planner's training search
+		if err != nil {
+			return nil, err
 		}
+		plan = p
 	case spec == "vram-limit":
 		return nil, userf("--plan vram-limit sizes a plan for an inference request; for training give resident, onload, stream, stream-disk, sequential-offload, group-offload or a plan file")
 	default:
