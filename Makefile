@@ -13,6 +13,7 @@ all: build
 deps:
 	@./scripts/ensure-go.sh
 	@./scripts/ensure-openblas.sh
+	@./scripts/ensure-nats-server.sh
 
 build:
 	$(GO) build -o $(BIN) ./cmd/ferry

@@ -1,0 +1,351 @@
+// Package server is ferry serve: an OpenAI-shaped video job server
+// (POST /v1/videos and friends) that runs jobs through the Wan pipeline
+// under memory budgets and keeps models resident between requests. Jobs
+// live in a queue.Queue (the local journal by default), so a restart loses
+// nothing.
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"ferry/residency"
+)
+
+// Limits on request fields: far above anything a model here runs, low
+// enough that a request cannot make the planner or tokenizer do absurd
+// work.
+const (
+	maxBodyBytes  = 1 << 20
+	maxPromptLen  = 20000
+	maxSide       = 8192
+	maxFrames     = 1025
+	maxSteps      = 1000
+	maxKeepAlive  = 7 * 24 * time.Hour
+	defaultFPS    = 16
+	defaultFrames = 9
+)
+
+// VideoRequest is the body of POST /v1/videos: OpenAI's fields as the open
+// servers use them, and ferry's own (plan, dtype, budgets, outputs,
+// keep_alive).
+type VideoRequest struct {
+	Prompt            string   `json:"prompt"`
+	Model             string   `json:"model"`
+	Size              string   `json:"size,omitempty"`
+	Width             int      `json:"width,omitempty"`
+	Height            int      `json:"height,omitempty"`
+	NumFrames         int      `json:"num_frames,omitempty"`
+	Seconds           float64  `json:"seconds,omitempty"`
+	FPS               float64  `json:"fps,omitempty"`
+	Seed              *uint64  `json:"seed,omitempty"`
+	NegativePrompt    string   `json:"negative_prompt,omitempty"`
+	NumInferenceSteps int      `json:"num_inference_steps,omitempty"`
+	GuidanceScale     *float64 `json:"guidance_scale,omitempty"`
+	FlowShift         float64  `json:"flow_shift,omitempty"`
+	// Plan is a preset name, or a plan as YAML/JSON text (never a path:
+	// the server does not read files a client names).
+	Plan    string   `json:"plan,omitempty"`
+	DType   string   `json:"dtype,omitempty"`
+	Budgets *Budgets `json:"budgets,omitempty"`
+	// Outputs lists the variants to keep (video always): report, trace,
+	// chart, plan.
+	Outputs []string `json:"outputs,omitempty"`
+	// KeepAlive keeps the model resident after the job: a duration ("5m"),
+	// seconds as a number, -1 forever, 0 unload at once. Unset: the
+	// model's or server's default.
+	KeepAlive json.RawMessage `json:"keep_alive,omitempty"`
+	LoRA      json.RawMessage `json:"lora,omitempty"`
+}
+
+// Budgets lower the server's budgets for one request ("8GiB" or bytes).
+type Budgets struct {
+	DeviceMem string `json:"device_mem,omitempty"`
+	HostMem   string `json:"host_mem,omitempty"`
+}
+
+// spec is a validated request, what the journal stores and a worker runs.
+type spec struct {
+	Prompt         string   `json:"prompt"`
+	NegativePrompt string   `json:"negative_prompt,omitempty"`
+	Model          string   `json:"model"`
+	Width          int      `json:"width"`
+	Height         int      `json:"height"`
+	Frames         int      `json:"frames"`
+	FPS            float64  `json:"fps"`
+	Seed           uint64   `json:"seed"`
+	Steps          int      `json:"steps"`
+	Guidance       float64  `json:"guidance"`
+	FlowShift      float64  `json:"flow_shift,omitempty"`
+	Plan           string   `json:"plan,omitempty"`
+	DType          string   `json:"dtype,omitempty"`
+	DeviceBytes    int64    `json:"device_bytes,omitempty"`
+	HostBytes      int64    `json:"host_bytes,omitempty"`
+	Outputs        []string `json:"outputs"`
+	// KeepAlive: nil the default, else a duration (negative: forever).
+	KeepAlive *time.Duration `json:"keep_alive,omitempty"`
+}
+
+// Variants of a job's content.
+var variants = map[string]string{
+	"video":  "video/mp4",
+	"report": "application/json",
+	"trace":  "application/json",
+	"chart":  "image/svg+xml",
+	"plan":   "application/yaml",
+}
+
+// fieldError is a 400 naming the field.
+type fieldError struct {
+	param string
+	msg   string
+}
+
+func (e *fieldError) Error() string { return e.param + ": " + e.msg }
+
+func badField(param, format string, a ...any) error {
+	return &fieldError{param: param, msg: fmt.Sprintf(format, a...)}
+}
+
+// decodeRequest parses and validates a body. Unknown fields are refused so
+// a typo is not silently ignored.
+func decodeRequest(body []byte) (VideoRequest, error) {
+	var r VideoRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return r, badField(te.Field, "wrong type: want %s", te.Type)
+		}
+		return r, badField("body", "not a JSON object of the videos API: %v", err)
+	}
+	if dec.More() {
+		return r, badField("body", "trailing data after the JSON object")
+	}
+	return r, nil
+}
+
+// toSpec checks every field and fills defaults.
+func (r VideoRequest) toSpec() (spec, error) {
+	s := spec{Prompt: r.Prompt, NegativePrompt: r.NegativePrompt, Model: r.Model, Steps: r.NumInferenceSteps,
+		FlowShift: r.FlowShift, Plan: r.Plan, DType: r.DType, Guidance: -1}
+	if strings.TrimSpace(r.Prompt) == "" {
+		return s, badField("prompt", "is required")
+	}
+	if len(r.Prompt) > maxPromptLen || len(r.NegativePrompt) > maxPromptLen {
+		return s, badField("prompt", "longer than %d characters", maxPromptLen)
+	}
+	if r.Model == "" {
+		return s, badField("model", "is required (GET /v1/residency lists the models)")
+	}
+	if err := r.shape(&s); err != nil {
+		return s, err
+	}
+	if r.Seed != nil {
+		s.Seed = *r.Seed
+	}
+	if s.Steps < 0 || s.Steps > maxSteps {
+		return s, badField("num_inference_steps", "%d is outside 1..%d", s.Steps, maxSteps)
+	}
+	if r.GuidanceScale != nil {
+		g := *r.GuidanceScale
+		if math.IsNaN(g) || g < 0 || g > 100 {
+			return s, badField("guidance_scale", "want a number in 0..100")
+		}
+		s.Guidance = g
+	}
+	if math.IsNaN(r.FlowShift) || r.FlowShift < 0 || r.FlowShift > 100 {
+		return s, badField("flow_shift", "want a number in 0..100")
+	}
+	if err := checkPlan(r.Plan); err != nil {
+		return s, err
+	}
+	switch strings.ToLower(r.DType) {
+	case "", "bf16", "bfloat16", "fp32", "f32", "float32":
+	default:
+		return s, badField("dtype", "%q: want bf16 or fp32", r.DType)
+	}
+	if r.Budgets != nil {
+		var err error
+		if s.DeviceBytes, err = parseBudget("budgets.device_mem", r.Budgets.DeviceMem); err != nil {
+			return s, err
+		}
+		if s.HostBytes, err = parseBudget("budgets.host_mem", r.Budgets.HostMem); err != nil {
+			return s, err
+		}
+	}
+	s.Outputs = []string{"video"}
+	for _, v := range r.Outputs {
+		if _, ok := variants[v]; !ok {
+			return s, badField("outputs", "unknown variant %q (want video, report, trace, chart, plan)", v)
+		}
+		if v != "video" && !contains(s.Outputs, v) {
+			s.Outputs = append(s.Outputs, v)
+		}
+	}
+	if len(r.KeepAlive) > 0 {
+		d, err := parseKeepAlive(r.KeepAlive)
+		if err != nil {
+			return s, err
+		}
+		s.KeepAlive = &d
+	}
+	if len(r.LoRA) > 0 && string(r.LoRA) != "null" {
+		return s, badField("lora", "LoRA adapters are not served yet; run ferry generate --lora")
+	}
+	return s, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// shape resolves size/width/height and num_frames/seconds/fps.
+func (r VideoRequest) shape(s *spec) error {
+	w, h := r.Width, r.Height
+	if r.Size != "" {
+		a, b, ok := strings.Cut(strings.ToLower(r.Size), "x")
+		sw, err1 := strconv.Atoi(a)
+		sh, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil {
+			return badField("size", "%q is not WIDTHxHEIGHT (e.g. 832x480)", r.Size)
+		}
+		if (w != 0 && w != sw) || (h != 0 && h != sh) {
+			return badField("size", "%s disagrees with width/height; give one or the other", r.Size)
+		}
+		w, h = sw, sh
+	}
+	if w == 0 || h == 0 {
+		return badField("size", "is required: size \"WxH\" or width and height")
+	}
+	if w < 16 || h < 16 || w > maxSide || h > maxSide || w%16 != 0 || h%16 != 0 {
+		return badField("size", "%dx%d: each side must be a multiple of 16 in 16..%d", w, h, maxSide)
+	}
+	s.Width, s.Height = w, h
+	s.FPS = r.FPS
+	if math.IsNaN(s.FPS) || s.FPS < 0 || s.FPS > 240 {
+		return badField("fps", "want a number in 1..240")
+	}
+	if s.FPS == 0 {
+		s.FPS = defaultFPS
+	}
+	f := r.NumFrames
+	if f == 0 && r.Seconds != 0 {
+		if math.IsNaN(r.Seconds) || r.Seconds < 0 || r.Seconds*s.FPS > maxFrames {
+			return badField("seconds", "want a duration of at most %d frames at %g fps", maxFrames, s.FPS)
+		}
+		// The nearest 4k+1 frame count to seconds·fps.
+		f = int(math.Round((r.Seconds*s.FPS-1)/4))*4 + 1
+		f = max(f, 1)
+	}
+	if f == 0 {
+		f = defaultFrames
+	}
+	if f < 1 || f > maxFrames || (f-1)%4 != 0 {
+		return badField("num_frames", "%d: want 4k+1 frames (1, 5, 9, ...) up to %d", f, maxFrames)
+	}
+	s.Frames = f
+	return nil
+}
+
+// checkPlan accepts a preset name or plan text that parses.
+func checkPlan(p string) error {
+	if p == "" || !strings.ContainsAny(p, ":\n{") {
+		return nil // a preset name; the planner checks it
+	}
+	if _, err := residency.ParsePlan([]byte(p)); err != nil {
+		return badField("plan", "not a preset name nor a valid plan: %v", err)
+	}
+	return nil
+}
+
+func parseBudget(field, v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, ok := parseSize(v)
+	if !ok || n <= 0 {
+		return 0, badField(field, "%q is not a size (e.g. 8GiB)", v)
+	}
+	return n, nil
+}
+
+// parseKeepAlive reads "5m", 300, -1 or "-1".
+func parseKeepAlive(raw json.RawMessage) (time.Duration, error) {
+	var num float64
+	if err := json.Unmarshal(raw, &num); err == nil {
+		return secondsKeepAlive(num)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return 0, badField("keep_alive", "want a duration (\"5m\"), seconds, or -1")
+	}
+	if n, err := strconv.ParseFloat(s, 64); err == nil {
+		return secondsKeepAlive(n)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d > maxKeepAlive {
+		return 0, badField("keep_alive", "%q: want a duration up to 168h, seconds, or -1", s)
+	}
+	if d < 0 {
+		return -1, nil
+	}
+	return d, nil
+}
+
+func secondsKeepAlive(n float64) (time.Duration, error) {
+	if math.IsNaN(n) || n > maxKeepAlive.Seconds() {
+		return 0, badField("keep_alive", "want seconds up to %d, or -1", int(maxKeepAlive.Seconds()))
+	}
+	if n < 0 {
+		return -1, nil
+	}
+	return time.Duration(n * float64(time.Second)), nil
+}
+
+// apiError is OpenAI's error body.
+type apiError struct {
+	Error errorBody `json:"error"`
+}
+
+type errorBody struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}
+
+// writeError writes an error in OpenAI's shape.
+func writeError(w http.ResponseWriter, status int, code, param, msg string) {
+	typ := "invalid_request_error"
+	switch {
+	case status >= 500:
+		typ = "server_error"
+	case status == http.StatusUnauthorized:
+		typ = "authentication_error"
+	}
+	body := apiError{Error: errorBody{Message: msg, Type: typ, Code: code}}
+	if param != "" {
+		body.Error.Param = &param
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"ferry/server/queue"
+)
+
+func TestJobLifecycle(t *testing.T) {
+	h := start(t, Config{KeepAlive: -1})
+	t0 := time.Now()
+	id := h.submit(tiny(`"outputs":["report","plan"]`))
+	evs := h.events(id, 0)
+	v := h.job(id)
+	t.Logf("job took %s", time.Since(t0))
+	if v.Status != queue.StatusCompleted || v.Progress != 100 || v.Measured == nil || v.Measured.Seconds <= 0 {
+		t.Fatalf("job ended %+v", v)
+	}
+	if v.Predicted.DeviceBytes <= 0 || v.Attempts != 1 || v.Size != "32x32" {
+		t.Fatalf("job fields %+v", v)
+	}
+	terminals, steps, layers, frames := 0, 0, 0, 0
+	last := -1.0
+	for i, e := range evs {
+		if e.id != i+1 {
+			t.Fatalf("event %d has id %d", i, e.id)
+		}
+		if isTerminal(e.typ) {
+			terminals++
+		}
+		if e.typ == "progress" {
+			if e.data.Progress < last {
+				t.Fatalf("progress went back: %v after %v", e.data.Progress, last)
+			}
+			last = e.data.Progress
+			switch {
+			case e.data.Phase == "denoise" && e.data.Total > 0:
+				steps++
+			case e.data.Phase == "text" && e.data.Total > 0:
+				layers++
+			case e.data.Phase == "vae" && e.data.Total > 0:
+				frames++
+			}
+		}
+	}
+	if terminals != 1 || evs[len(evs)-1].typ != "completed" {
+		t.Fatalf("want one terminal event, last: got %d terminals, last %q", terminals, evs[len(evs)-1].typ)
+	}
+	if steps < 2 || layers < 1 || frames < 1 {
+		t.Fatalf("progress events: %d steps, %d text layers, %d VAE frames", steps, layers, frames)
+	}
+	// Replay from the middle: the rest, ending in the one terminal event.
+	mid := len(evs) / 2
+	again := h.events(id, mid)
+	if len(again) != len(evs)-mid || again[0].id != mid+1 || again[len(again)-1].typ != "completed" {
+		t.Fatalf("replay after %d: %d events from %d", mid, len(again), again[0].id)
+	}
+	// Replay from the terminal event or past it: the stream ends at once.
+	for _, after := range []int{len(evs), len(evs) + 5} {
+		if again := h.events(id, after); len(again) != 0 {
+			t.Fatalf("replay after %d: %d events", after, len(again))
+		}
+	}
+	code, hdr, data := h.do("GET", "/v1/videos/"+id+"/content", "")
+	if code != 200 || hdr.Get("Content-Type") != "video/mp4" || !bytes.Contains(data[:min(len(data), 64)], []byte("ftyp")) {
+		t.Fatalf("content: %d %s, %d bytes", code, hdr.Get("Content-Type"), len(data))
+	}
+	code, _, data = h.do("GET", "/v1/videos/"+id+"/content?variant=report", "")
+	var rep map[string]any
+	if code != 200 || json.Unmarshal(data, &rep) != nil || rep["plan"] == nil {
+		t.Fatalf("report: %d %.200s", code, data)
+	}
+	if code, _, _ := h.do("GET", "/v1/videos/"+id+"/content?variant=trace", ""); code != http.StatusNotFound {
+		t.Fatalf("a variant not asked for: %d, want 404", code)
+	}
+	// Listing, then delete.
+	code, _, data = h.do("GET", "/v1/videos?limit=1", "")
+	var list struct {
+		Data    []videoJSON `json:"data"`
+		HasMore bool        `json:"has_more"`
+	}
+	if code != 200 || json.Unmarshal(data, &list) != nil || len(list.Data) != 1 || list.Data[0].ID != id {
+		t.Fatalf("list: %d %s", code, data)
+	}
+	if code, _, _ := h.do("DELETE", "/v1/videos/"+id, ""); code != 200 {
+		t.Fatalf("delete: %d", code)
+	}
+	if code, _, data := h.do("GET", "/v1/videos/"+id, ""); code != 404 || errorCode(t, data) != "video_not_found" {
+		t.Fatalf("after delete: %d %s", code, data)
+	}
+}

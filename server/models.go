@@ -1,0 +1,541 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"ferry/backend/cpu"
+	"ferry/checkpoint"
+	"ferry/dtype"
+	"ferry/hwprofile"
+	"ferry/pipeline"
+	"ferry/pipeline/wan"
+	"ferry/planner"
+	"ferry/residency"
+)
+
+// errInsufficient says no plan fits the budgets (HTTP 422).
+type errInsufficient struct{ msg string }
+
+func (e *errInsufficient) Error() string { return e.msg }
+
+// model is one servable pipeline folder and, between requests, its
+// resident runtime: the devices and executor that hold its weights.
+type model struct {
+	name, dir string
+
+	// Guarded by models.mu.
+	folder   *checkpoint.Folder
+	planPipe *wan.Pipeline // for admission (prompt tokens); never runs
+	runPipe  *wan.Pipeline // the one that runs jobs
+	prof     *planner.Profile
+	rt       *pipeline.Runtime
+	rtKey    string // dtype and budgets the runtime was built for
+	planSpec string // the plan the request that built it asked for
+	ctx      *switchCtx
+	inUse    bool
+	keep     time.Duration // after the last job; negative: forever
+	expires  time.Time     // zero: no expiry (forever, or not resident)
+	coldS    float64       // seconds of the first job on a fresh runtime
+	warmS    float64       // seconds of the latest job on a warm one
+	loaded   time.Time
+}
+
+// models is the server's set of models and their residency.
+type models struct {
+	mu          sync.Mutex
+	byName      map[string]*model
+	device      int64 // the server's budgets
+	host        int64
+	defaultKeep time.Duration
+	evictions   int64
+	hw          hwprofile.Profile
+}
+
+// findModels lists pipeline folders: each dir is one (it holds
+// model_index.json) or a folder of them.
+func findModels(dirs []string) (map[string]*model, error) {
+	out := map[string]*model{}
+	add := func(dir string) error {
+		name := filepath.Base(filepath.Clean(dir))
+		if prev, dup := out[name]; dup {
+			return fmt.Errorf("--models: two models named %q (%s and %s); rename one folder", name, prev.dir, dir)
+		}
+		out[name] = &model{name: name, dir: dir, ctx: newSwitchCtx()}
+		return nil
+	}
+	for _, d := range dirs {
+		if isPipeline(d) {
+			if err := add(d); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			return nil, fmt.Errorf("--models %s: %w", d, err)
+		}
+		for _, e := range ents {
+			sub := filepath.Join(d, e.Name())
+			if e.IsDir() && isPipeline(sub) {
+				if err := add(sub); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func isPipeline(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, checkpoint.ModelIndexName))
+	return err == nil
+}
+
+// open reads a model's configs, tokenizer and planner profile once.
+// Caller holds mu.
+func (ms *models) open(m *model) error {
+	if m.folder != nil {
+		return nil
+	}
+	f, err := checkpoint.OpenFolder(m.dir)
+	if err != nil {
+		return fmt.Errorf("model %s: %w", m.name, err)
+	}
+	if f.Class != "WanPipeline" {
+		f.Close()
+		return fmt.Errorf("model %s: pipeline class %q is not served (WanPipeline is)", m.name, f.Class)
+	}
+	pp, err := wan.Open(f)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("model %s: %w", m.name, err)
+	}
+	rp, err := wan.Open(f)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("model %s: %w", m.name, err)
+	}
+	prof, err := planner.MeasureFolder(m.dir)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("model %s: %w", m.name, err)
+	}
+	m.folder, m.planPipe, m.runPipe, m.prof = f, pp, rp, prof
+	return nil
+}
+
+// wanRequest is the pipeline request of a spec.
+func wanRequest(s spec) wan.Request {
+	r := wan.Request{Prompt: s.Prompt, NegativePrompt: s.NegativePrompt, Height: s.Height, Width: s.Width,
+		Frames: s.Frames, Steps: s.Steps, Guidance: s.Guidance, FlowShift: s.FlowShift, Seed: s.Seed, MaxSeqLen: 512}
+	r.Defaults()
+	return r
+}
+
+func computeDType(s string) dtype.DType {
+	switch strings.ToLower(s) {
+	case "fp32", "f32", "float32":
+		return dtype.F32
+	case "bf16", "bfloat16":
+		return dtype.BF16
+	}
+	return pipeline.DefaultComputeDType()
+}
+
+// budgets are a spec's budgets: the server's, lowered by the request's.
+func (ms *models) budgets(s spec) pipeline.Budget {
+	b := pipeline.Budget{DeviceBytes: ms.device, HostBytes: ms.host}
+	if s.DeviceBytes > 0 && (b.DeviceBytes == 0 || s.DeviceBytes < b.DeviceBytes) {
+		b.DeviceBytes = s.DeviceBytes
+	}
+	if s.HostBytes > 0 && (b.HostBytes == 0 || s.HostBytes < b.HostBytes) {
+		b.HostBytes = s.HostBytes
+	}
+	return b
+}
+
+func plannerBudgets(b pipeline.Budget) planner.Budgets {
+	m := hwprofile.ReadMemory()
+	host := b.HostBytes
+	if host == 0 && m.Total > 0 {
+		host = max(m.Total-b.DeviceBytes-1<<30, 1<<30)
+	}
+	return planner.Budgets{DeviceBytes: b.DeviceBytes, HostBytes: host, RSSBytes: m.Total, FreeBytes: m.Free,
+		CacheBytes: m.FileCache, FragmentedBytes: cpu.FragmentedFree()}
+}
+
+// planFor chooses and predicts a plan for a spec on m under b. Caller
+// holds mu and has opened m.
+func (ms *models) planFor(m *model, s spec, b pipeline.Budget) (*residency.Plan, planner.Prediction, error) {
+	r := wanRequest(s)
+	req := planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
+		PromptTokens: m.planPipe.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance}
+	prof := *m.prof
+	prof.Compute = computeDType(s.DType)
+	hw := ms.hw
+	hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps())
+	pb := plannerBudgets(b)
+	var plan *residency.Plan
+	var err error
+	if strings.ContainsAny(s.Plan, ":\n{") {
+		plan, err = residency.ParsePlan([]byte(s.Plan))
+	} else {
+		plan, err = planner.Resolve(strings.ToLower(s.Plan), planner.PresetOptions{Profile: &prof, HW: hw, Request: req, Budgets: pb})
+	}
+	var inf *planner.InfeasibleError
+	if errors.As(err, &inf) {
+		return nil, planner.Prediction{}, &errInsufficient{msg: err.Error()}
+	}
+	if err != nil {
+		return nil, planner.Prediction{}, badField("plan", "%v", err)
+	}
+	pred, err := planner.Predict(&prof, hw, plan, req, pb)
+	if err != nil {
+		return nil, pred, badField("plan", "%v", err)
+	}
+	if !pred.Fits {
+		return nil, pred, &errInsufficient{msg: fmt.Sprintf("plan %s is predicted not to fit the budgets: %s", plan.Name, pred.Problem)}
+	}
+	return plan, pred, nil
+}
+
+// admit plans a spec at submission: the prediction, or why nothing fits.
+func (ms *models) admit(s spec) (planner.Prediction, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	m, ok := ms.byName[s.Model]
+	if !ok {
+		return planner.Prediction{}, errUnknownModel
+	}
+	if err := ms.open(m); err != nil {
+		return planner.Prediction{}, err
+	}
+	_, pred, err := ms.planFor(m, s, ms.budgets(s))
+	return pred, err
+}
+
+var errUnknownModel = errors.New("unknown model")
+
+// acquire readies m's runtime for a spec: the resident runtime when its
+// plan still fits the request (the same model at a new shape keeps its
+// weights), else a fresh one, after demoting other models' idle weights by
+// exactly what is short. It marks m in use.
+func (ms *models) acquire(s spec) (*model, planner.Prediction, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	m, ok := ms.byName[s.Model]
+	if !ok {
+		return nil, planner.Prediction{}, errUnknownModel
+	}
+	if err := ms.open(m); err != nil {
+		return nil, planner.Prediction{}, err
+	}
+	b := ms.budgets(s)
+	dt := computeDType(s.DType)
+	var pred planner.Prediction
+	reuse := false
+	if m.rt != nil && m.rtKey == runtimeKey(dt, b) && (s.Plan == "" || s.Plan == m.planSpec) {
+		if p, err := ms.predictWith(m, s, b, m.rt.Plan); err == nil && p.Fits {
+			pred, reuse = p, true
+		}
+	}
+	if !reuse {
+		plan, p, err := ms.planFor(m, s, b)
+		if err != nil {
+			return nil, p, err
+		}
+		pred = p
+		ms.closeRuntime(m)
+		if err := ms.makeRoom(m, p.PeakDeviceReservedBytes, p.PeakHostBytes); err != nil {
+			return nil, p, err
+		}
+		rt, err := pipeline.NewRuntime(b, plan, pipeline.Options{Context: m.ctx, ComputeDType: dt,
+			SmallPagesFirst: ms.hw.SmallPagesFirst(), OnBlock: m.ctx.onBlock})
+		if err != nil {
+			return nil, p, err
+		}
+		if err := m.runPipe.Register(rt.Exec); err != nil {
+			rt.Close()
+			return nil, p, err
+		}
+		m.rt, m.rtKey, m.planSpec, m.loaded, m.coldS = rt, runtimeKey(dt, b), s.Plan, time.Now(), 0
+	} else if err := ms.makeRoom(m, pred.PeakDeviceReservedBytes-m.deviceBytes(), pred.PeakHostBytes-m.hostBytes()); err != nil {
+		return nil, pred, err
+	}
+	m.inUse, m.expires = true, time.Time{}
+	if m.keep == 0 {
+		m.keep = ms.defaultKeep
+	}
+	return m, pred, nil
+}
+
+// predictWith predicts a spec under an existing plan.
+func (ms *models) predictWith(m *model, s spec, b pipeline.Budget, plan *residency.Plan) (planner.Prediction, error) {
+	r := wanRequest(s)
+	req := planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
+		PromptTokens: m.planPipe.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance}
+	prof := *m.prof
+	prof.Compute = computeDType(s.DType)
+	hw := ms.hw
+	hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps())
+	return planner.Predict(&prof, hw, plan, req, plannerBudgets(b))
+}
+
+// runtimeKey says which requests may share a runtime: the same budgets
+// and dtype. A request that names no plan takes the resident one when it
+// is predicted to fit; one that names a plan needs the same name.
+func runtimeKey(dt dtype.DType, b pipeline.Budget) string {
+	return fmt.Sprintf("%s|%d|%d", dt, b.DeviceBytes, b.HostBytes)
+}
+
+// release ends a job on m: its memory goes back to the resident set (a
+// failed job's leftovers are dropped with the runtime when they do not),
+// and the keep-alive starts. Caller does not hold mu.
+func (ms *models) release(m *model, failed bool, keep *time.Duration, jobS float64) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	m.inUse = false
+	if m.rt == nil {
+		return
+	}
+	if failed {
+		for _, c := range wan.Components {
+			m.rt.Exec.Done(c)
+		}
+		if leaked(m.rt) {
+			ms.closeRuntime(m)
+			return
+		}
+	}
+	m.rt.Device.EmptyCache()
+	m.rt.Host.EmptyCache()
+	if !failed {
+		if m.coldS == 0 {
+			m.coldS = jobS
+		} else {
+			m.warmS = jobS
+		}
+	}
+	m.keep = ms.defaultKeep
+	if keep != nil {
+		m.keep = *keep
+	}
+	switch {
+	case m.keep == 0:
+		ms.closeRuntime(m)
+	case m.keep > 0:
+		m.expires = time.Now().Add(m.keep)
+	}
+}
+
+// leaked reports memory a failed job left beyond the weights: allocated
+// device bytes more than the blocks' compute copies.
+func leaked(rt *pipeline.Runtime) bool {
+	var dev, host int64
+	for _, r := range rt.Exec.Resident() {
+		if r.OnHostCompute {
+			host += r.DeviceBytes
+		} else {
+			dev += r.DeviceBytes
+		}
+	}
+	return rt.Device.Stats().Allocated != dev
+}
+
+// closeRuntime drops m's weights to the disk tier. Caller holds mu.
+func (ms *models) closeRuntime(m *model) {
+	if m.rt == nil {
+		return
+	}
+	m.rt.Close()
+	m.rt, m.rtKey, m.expires = nil, "", time.Time{}
+	ms.evictions++
+}
+
+func (m *model) deviceBytes() int64 {
+	if m.rt == nil {
+		return 0
+	}
+	return m.rt.Device.Stats().Reserved
+}
+
+func (m *model) hostBytes() int64 {
+	if m.rt == nil {
+		return 0
+	}
+	return m.rt.Host.Stats().Reserved
+}
+
+// residentBytes sums every model's reserved bytes, but for skip.
+func (ms *models) residentBytes(skip *model) (dev, host int64) {
+	for _, o := range ms.byName {
+		if o != skip {
+			dev += o.deviceBytes()
+			host += o.hostBytes()
+		}
+	}
+	return dev, host
+}
+
+// victim is one idle block another model could give up.
+type victim struct {
+	m        *model
+	block    string
+	bytes    int64
+	costPerB float64 // seconds to bring it back per byte freed
+	lastUse  uint64
+	compute  bool // the weights a host-placed component computes from
+}
+
+// makeRoom demotes other models' idle blocks, tier by tier, until m's
+// predicted peaks fit beside what stays resident: device copies first
+// (those with a host copy come back cheapest), then host copies. Blocks
+// are chosen by reload cost per byte freed, least recently used first on
+// ties; a model in use is never touched. Caller holds mu.
+func (ms *models) makeRoom(m *model, needDev, needHost int64) error {
+	if ms.device > 0 {
+		dev, _ := ms.residentBytes(m)
+		short := dev + max(needDev, 0) + m.deviceBytes() - ms.device
+		if short > 0 {
+			ms.demote(m, short, true)
+		}
+	}
+	if ms.host > 0 {
+		_, host := ms.residentBytes(m)
+		short := host + max(needHost, 0) + m.hostBytes() - ms.host
+		if short > 0 {
+			ms.demote(m, short, false)
+		}
+	}
+	return nil
+}
+
+// demote frees at least short bytes from other models' device (or host)
+// tier, cheapest to reload first.
+func (ms *models) demote(m *model, short int64, device bool) {
+	var vs []victim
+	for _, o := range ms.byName {
+		if o == m || o.inUse || o.rt == nil {
+			continue
+		}
+		diskS := 1 / (max(ms.hw.DiskGBps, 0.01) * 1e9)
+		hostS := 1 / (max(ms.hw.H2DGBps, 0.01) * 1e9)
+		for _, r := range o.rt.Exec.Resident() {
+			if r.Busy {
+				continue
+			}
+			switch {
+			case device && r.DeviceBytes > 0 && !r.OnHostCompute:
+				cost := diskS * float64(r.StoredBytes) / float64(r.DeviceBytes)
+				if r.HostBytes > 0 {
+					cost = hostS
+				}
+				vs = append(vs, victim{m: o, block: r.Block, bytes: r.DeviceBytes, costPerB: cost, lastUse: r.LastUse})
+			case !device && r.OnHostCompute && r.DeviceBytes > 0:
+				// A component computed on the host holds its weights in
+				// host memory: freeing them sends it to disk.
+				vs = append(vs, victim{m: o, block: r.Block, bytes: r.DeviceBytes, costPerB: diskS * float64(r.StoredBytes) / float64(r.DeviceBytes), lastUse: r.LastUse, compute: true})
+			case !device && r.HostBytes > 0:
+				vs = append(vs, victim{m: o, block: r.Block, bytes: r.HostBytes, costPerB: diskS, lastUse: r.LastUse})
+			}
+		}
+	}
+	sort.Slice(vs, func(a, b int) bool {
+		if vs[a].costPerB != vs[b].costPerB {
+			return vs[a].costPerB < vs[b].costPerB
+		}
+		return vs[a].lastUse < vs[b].lastUse
+	})
+	touched := map[*model]bool{}
+	for _, v := range vs {
+		if short <= 0 {
+			break
+		}
+		var freed int64
+		before := v.m.deviceBytes()
+		if !device {
+			before = v.m.hostBytes()
+		}
+		if device {
+			v.m.rt.Exec.DemoteDevice(v.block)
+			v.m.rt.Device.EmptyCache()
+			freed = before - v.m.deviceBytes()
+		} else if v.compute {
+			v.m.rt.Exec.DemoteDevice(v.block)
+			v.m.rt.Host.EmptyCache()
+			freed = before - v.m.hostBytes()
+		} else {
+			v.m.rt.Exec.DemoteHost(v.block)
+			v.m.rt.Host.EmptyCache()
+			freed = before - v.m.hostBytes()
+		}
+		short -= freed
+		ms.evictions++
+		touched[v.m] = true
+	}
+	// A model left with nothing resident is closed: its runtime's
+	// staging and caches go too.
+	for o := range touched {
+		if o.weightBytes() == 0 {
+			ms.closeRuntime(o)
+		}
+	}
+}
+
+// weightBytes are the bytes of weights m holds on device and host.
+func (m *model) weightBytes() int64 {
+	if m.rt == nil {
+		return 0
+	}
+	var n int64
+	for _, r := range m.rt.Exec.Resident() {
+		n += r.DeviceBytes + r.HostBytes
+	}
+	return n
+}
+
+// expire demotes every idle model whose keep-alive has passed.
+func (ms *models) expire(now time.Time) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	for _, m := range ms.byName {
+		if !m.inUse && m.rt != nil && !m.expires.IsZero() && !now.Before(m.expires) {
+			ms.closeRuntime(m)
+		}
+	}
+}
+
+// unload demotes a model's weights to disk now; false if it is running.
+func (ms *models) unload(name string) (bool, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	m, ok := ms.byName[name]
+	if !ok {
+		return false, errUnknownModel
+	}
+	if m.inUse {
+		return false, nil
+	}
+	ms.closeRuntime(m)
+	return true, nil
+}
+
+// closeAll frees every runtime (shutdown).
+func (ms *models) closeAll() {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	for _, m := range ms.byName {
+		ms.closeRuntime(m)
+		if m.folder != nil {
+			m.folder.Close()
+			m.folder = nil
+		}
+	}
+}
