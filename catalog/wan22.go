@@ -7,11 +7,6 @@ import (
 	"ferry/model/wanvae"
 )
 
-func init() {
-	wans["wan2.2-ti2v-5b"] = WanTI2V5B
-	wans["wan2.1-i2v-14b"] = WanI2V14B
-}
-
 // WanTI2V5B is Wan-AI/Wan2.2-TI2V-5B-Diffusers: a WanPipeline with
 // expand_timesteps (text and image to video from one folder), a
 // transformer of 24 heads of 128 (dim 3072), 30 layers, feed-forward

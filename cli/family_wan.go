@@ -15,7 +15,8 @@ func init() {
 	families[wan.ImageToVideoClass] = newWanJob
 }
 
-// wanJob is a Wan 2.1 text-to-video request on a folder.
+// wanJob is a Wan request on a folder: text- or image-to-video, Wan 2.1
+// or 2.2 (one transformer or two experts).
 type wanJob struct {
 	p    *wan.Pipeline
 	req  wan.Request

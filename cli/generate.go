@@ -20,7 +20,7 @@ import (
 )
 
 func init() {
-	register("generate", "run a text-to-video (or synthetic) pipeline folder under memory budgets", runGenerate)
+	register("generate", "run a text- or image-to-video (or synthetic) pipeline folder under memory budgets", runGenerate)
 }
 
 // genFlags are generate's flags, shared by every pipeline family.
@@ -41,6 +41,26 @@ type genFlags struct {
 	quiet              bool
 	fps                float64
 	loras              loraFlag
+}
+
+// unsetFloat is a float flag whose negative value means "not given": -h
+// shows no default for it.
+type unsetFloat struct{ v *float64 }
+
+func (f unsetFloat) String() string {
+	if f.v == nil || *f.v < 0 {
+		return ""
+	}
+	return strconv.FormatFloat(*f.v, 'g', -1, 64)
+}
+
+func (f unsetFloat) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return errors.New("want a number")
+	}
+	*f.v = v
+	return nil
 }
 
 // loraFlag is --lora FILE[:SCALE], repeatable.
@@ -88,8 +108,9 @@ func (g *genFlags) define(e *env) *flag.FlagSet {
 	fs.IntVar(&g.width, "width", 0, "width in pixels (default: the model's)")
 	fs.IntVar(&g.frames, "frames", 0, "number of frames, 4k+1 for Wan (default: the model's)")
 	fs.IntVar(&g.steps, "steps", 0, "denoising steps (default: the model's)")
-	fs.Float64Var(&g.guidance, "guidance", -1, "classifier-free guidance scale; <= 1 disables it")
-	fs.Float64Var(&g.guidance2, "guidance-2", -1, "guidance scale of Wan 2.2 A14B's low-noise expert (default: --guidance)")
+	g.guidance, g.guidance2 = -1, -1
+	fs.Var(unsetFloat{&g.guidance}, "guidance", "classifier-free guidance `scale`; <= 1 disables it (default: the model's)")
+	fs.Var(unsetFloat{&g.guidance2}, "guidance-2", "guidance `scale` of Wan 2.2 A14B's low-noise expert (default: --guidance)")
 	fs.Float64Var(&g.flowShift, "flow-shift", 0, "override the scheduler's flow_shift")
 	fs.Uint64Var(&g.seed, "seed", 0, "seed of the initial noise")
 	fs.StringVar(&g.latents, "latents", "", "initial latents: a .safetensors file with tensor \"latents\"")

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,26 +61,7 @@ func TestGenerateWan22Golden(t *testing.T) {
 				if code != 0 {
 					t.Fatalf("plan %s: exit %d: %s", plan, code, stderr)
 				}
-				got := readTensor(t, out, "video")
-				if len(got) != len(want) {
-					t.Fatalf("%d values, want %d", len(got), len(want))
-				}
-				if ref == nil {
-					ref = got
-					worst := 0.0
-					for j := range got {
-						worst = max(worst, math.Abs(float64(got[j])-float64(want[j])))
-					}
-					if worst > 2e-4 || math.IsNaN(worst) {
-						t.Fatalf("video max |diff| %.3g > 2e-4", worst)
-					}
-					continue
-				}
-				for j := range ref {
-					if math.Float32bits(got[j]) != math.Float32bits(ref[j]) {
-						t.Fatalf("plan %s: value %d is %v, resident %v", plan, j, got[j], ref[j])
-					}
-				}
+				checkPlanVideo(t, strings.Join(plan, " "), readTensor(t, out, "video"), want, 2e-4, &ref)
 			}
 		})
 	}

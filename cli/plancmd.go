@@ -27,8 +27,8 @@ func runPlan(e *env, args []string) error {
 	flowShift := fs.Float64("flow-shift", 0, "override the scheduler's shift (moves Wan 2.2 A14B's expert switch)")
 	textLen := fs.Int("max-sequence-length", 512, "text context length")
 	var dev, host sizeFlag
-	fs.Var(&dev, "device-mem", "device memory budget (default unlimited)")
-	fs.Var(&host, "host-mem", "host memory budget (default: this machine's memory less the device budget and 1 GiB)")
+	fs.Var(&dev, "device-mem", "device memory budget, e.g. 8GiB (default: unlimited)")
+	fs.Var(&host, "host-mem", "host memory budget, e.g. 16GiB (default: this machine's memory less the device budget and 1 GiB)")
 	out := fs.String("out", "", "write the plan here (.yaml or .json) for ferry generate --plan FILE")
 	asJSON := fs.Bool("json", false, "print the prediction as JSON")
 	pf.define(fs)

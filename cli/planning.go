@@ -28,7 +28,7 @@ type planFlags struct {
 
 func (p *planFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&p.spec, "plan", "", "residency plan: a preset ("+strings.Join(planner.PresetNames(), ", ")+") or a plan file (.json/.yaml); default auto")
-	fs.StringVar(&p.dtype, "dtype", pipeline.DefaultComputeDType().String(), "compute dtype of the GEMMs: bf16 (weights stay bf16, activations rounded at the GEMM input; the default where the CPU has AVX512-BF16) or fp32")
+	fs.StringVar(&p.dtype, "dtype", defaultDTypeName(), "compute dtype of the GEMMs: bf16 (weights stay bf16, activations rounded at the GEMM input; the default where the CPU has AVX512-BF16) or fp32")
 	fs.BoolVar(&p.force, "force", false, "run a plan even when it is predicted not to fit the budgets")
 	fs.IntVar(&p.blocksPerGroup, "blocks-per-group", 1, "group-offload: blocks per group")
 	fs.BoolVar(&p.useStream, "use-stream", false, "group-offload: overlap copies with compute")
@@ -99,14 +99,26 @@ type planned struct {
 }
 
 // computeDType parses --dtype.
-func (p *planFlags) computeDType() (dtype.DType, error) {
-	switch strings.ToLower(p.dtype) {
+func (p *planFlags) computeDType() (dtype.DType, error) { return parseComputeDType(p.dtype) }
+
+// parseComputeDType reads a --dtype value: bf16 or fp32.
+func parseComputeDType(s string) (dtype.DType, error) {
+	switch strings.ToLower(s) {
 	case "bf16", "bfloat16":
 		return dtype.BF16, nil
 	case "fp32", "f32", "float32":
 		return dtype.F32, nil
 	}
-	return 0, userf("--dtype %q: want bf16 or fp32", p.dtype)
+	return 0, userf("--dtype %q: want bf16 or fp32", s)
+}
+
+// defaultDTypeName is --dtype's default: bf16 where the CPU multiplies
+// bf16 natively (AVX512-BF16), else fp32.
+func defaultDTypeName() string {
+	if pipeline.DefaultComputeDType() == dtype.BF16 {
+		return "bf16"
+	}
+	return "fp32"
 }
 
 // resolve builds the plan the flags ask for and predicts it.

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"ferry/dtype"
@@ -42,13 +41,12 @@ func (t *trainPlanFlags) define(fs *flag.FlagSet) {
 // request builds the training request from the shape flags.
 func (t *trainPlanFlags) request(frames, height, width, textLen int) (planner.TrainRequest, bool, error) {
 	req := planner.TrainRequest{Frames: frames, Height: height, Width: width, TextLen: textLen, Full: t.full, EMA: t.ema}
-	auto := strings.EqualFold(t.batch, "auto")
+	n, auto, ok := parseBatch(t.batch)
+	if !ok {
+		return req, false, userf("--batch-size %q: want a positive number or auto", t.batch)
+	}
 	req.Batch = 1
 	if !auto {
-		n, err := strconv.Atoi(t.batch)
-		if err != nil || n <= 0 {
-			return req, false, userf("--batch-size %q: want a positive number or auto", t.batch)
-		}
 		req.Batch = n
 	}
 	if !t.full {
@@ -56,11 +54,7 @@ func (t *trainPlanFlags) request(frames, height, width, textLen int) (planner.Tr
 			return req, false, userf("--lora-rank %d: must be > 0", t.loraRank)
 		}
 		req.LoRARank = t.loraRank
-		for _, s := range strings.Split(t.loraTargets, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				req.LoRATargets = append(req.LoRATargets, s)
-			}
-		}
+		req.LoRATargets = splitList(t.loraTargets)
 	}
 	return req, auto, nil
 }

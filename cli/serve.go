@@ -54,7 +54,7 @@ func (k *keepAliveFlag) Set(v string) error {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return fmt.Errorf("%q: want a duration (5m, 30s, 0) or -1 for forever", v)
+		return errors.New("want a duration (5m, 30s, 0) or -1 for forever")
 	}
 	k.d = d
 	return nil

@@ -171,11 +171,7 @@ func (f *trainFlags) check() error {
 	if !(f.loraAlpha > 0) {
 		return userf("--lora-alpha must be > 0, got %g", f.loraAlpha)
 	}
-	for _, t := range strings.Split(f.loraTargets, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			f.targets = append(f.targets, t)
-		}
-	}
+	f.targets = append(f.targets, splitList(f.loraTargets)...)
 	if !f.full && len(f.targets) == 0 {
 		return userf("--lora-targets is empty; name the Linears to adapt (default %s)", strings.Join(lora.DefaultTargets, ","))
 	}

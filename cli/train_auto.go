@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -37,16 +38,35 @@ func (b batchFlag) String() string {
 }
 
 func (b batchFlag) Set(s string) error {
+	n, auto, ok := parseBatch(s)
+	if !ok {
+		return errors.New("want a positive number or auto")
+	}
+	if !auto {
+		*b.n = n
+	}
+	*b.auto = auto
+	return nil
+}
+
+// parseBatch reads a --batch-size: a positive number, or auto.
+func parseBatch(s string) (n int, auto, ok bool) {
 	if strings.EqualFold(s, "auto") {
-		*b.auto = true
-		return nil
+		return 0, true, true
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		return fmt.Errorf("want a positive number or auto")
+	return n, false, err == nil && n > 0
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
 	}
-	*b.n, *b.auto = n, false
-	return nil
+	return out
 }
 
 // sampleShape is the largest latent [C, F, H, W] the run trains on (the
@@ -103,16 +123,17 @@ func trainPlanning(f *trainFlags, cfg wan.Config) (*planner.Profile, hwprofile.P
 	return prof, hw, req, b, nil
 }
 
-// trainSearch fixes the knobs the command line gave.
+// trainSearch fixes the knobs the command line gave a value other than
+// auto.
 func trainSearch(f *trainFlags) planner.TrainSearch {
 	s := planner.TrainSearch{DType: []dtype.DType{f.knobs.dtype}}
-	if f.set["checkpointing"] {
+	if !f.knobs.free["checkpointing"] {
 		s.Checkpointing = []string{f.knobs.checkpointing}
 	}
-	if f.set["activation-tier"] {
+	if !f.knobs.free["activation-tier"] {
 		s.ActivationTier = []string{f.knobs.activationTier}
 	}
-	if f.set["ema-tier"] {
+	if !f.knobs.free["ema-tier"] {
 		s.EMATier = []string{f.knobs.emaTier}
 	}
 	return s

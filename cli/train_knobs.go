@@ -16,46 +16,57 @@ type trainKnobs struct {
 	checkpointing, activationTier, emaTier, dtypeName string
 	mode                                              wan.Checkpointing
 	dtype                                             dtype.DType
-}
-
-// defaultTrainDType is bf16 where the CPU multiplies bf16 natively.
-func defaultTrainDType() string {
-	if pipeline.DefaultComputeDType() == dtype.BF16 {
-		return "bf16"
-	}
-	return "fp32"
+	// free names the knobs left to auto (--plan auto chooses them).
+	free map[string]bool
 }
 
 func (k *trainKnobs) define(fs *flag.FlagSet) {
-	fs.StringVar(&k.checkpointing, "checkpointing", "none",
-		"what each block keeps for its backward: none, selective (its input and self-attention output; the rest is recomputed) or block (its input; its forward is recomputed); with --plan auto (the default) the planner chooses when it is not given")
-	fs.StringVar(&k.activationTier, "activation-tier", "device",
-		"where kept activations wait between forward and backward: device, or host (copied back ahead of each block's backward); with --plan auto the planner chooses when it is not given")
-	fs.StringVar(&k.emaTier, "ema-tier", "host", "where the EMA of --ema-decay lives: host or device; with --plan auto the planner chooses when it is not given")
-	fs.StringVar(&k.dtypeName, "dtype", defaultTrainDType(),
+	fs.StringVar(&k.checkpointing, "checkpointing", "auto",
+		"what each block keeps for its backward: none, selective (its input and self-attention output; the rest is recomputed) or block (its input; its forward is recomputed); auto: the planner's choice under --plan auto, none under a given plan")
+	fs.StringVar(&k.activationTier, "activation-tier", "auto",
+		"where kept activations wait between forward and backward: device, or host (copied back ahead of each block's backward); auto: the planner's choice under --plan auto, device under a given plan")
+	fs.StringVar(&k.emaTier, "ema-tier", "auto",
+		"where the EMA of --ema-decay lives: host or device; auto: the planner's choice under --plan auto, host under a given plan")
+	fs.StringVar(&k.dtypeName, "dtype", defaultDTypeName(),
 		"bf16 (products and saved activations in bf16; master weights, gradients and optimizer state fp32) or fp32; the default is bf16 where the CPU has AVX512-BF16")
 }
 
-// check parses the knobs.
+// knobDefaults are what auto means under a given plan (the planner
+// replaces them under --plan auto).
+var knobDefaults = map[string]string{"checkpointing": "none", "activation-tier": "device", "ema-tier": "host"}
+
+// check parses the knobs; auto becomes the given-plan default, and the
+// knob is recorded as free for --plan auto to choose.
 func (k *trainKnobs) check() error {
+	for _, p := range []struct {
+		v    *string
+		name string
+	}{{&k.checkpointing, "checkpointing"}, {&k.activationTier, "activation-tier"}, {&k.emaTier, "ema-tier"}} {
+		if *p.v == "auto" {
+			if k.free == nil {
+				k.free = map[string]bool{}
+			}
+			k.free[p.name] = true
+			*p.v = knobDefaults[p.name]
+		}
+	}
 	mode, err := wan.ParseCheckpointing(k.checkpointing)
 	if err != nil {
-		return userf("--checkpointing %s: give none, selective or block", k.checkpointing)
+		return userf("--checkpointing %s: give none, selective, block or auto", k.checkpointing)
 	}
 	k.mode = mode
-	switch k.dtypeName {
-	case "fp32", "float32":
-		k.dtypeName, k.dtype = "fp32", dtype.F32
-	case "bf16", "bfloat16":
-		k.dtypeName, k.dtype = "bf16", dtype.BF16
-	default:
-		return userf("--dtype %s: give bf16 or fp32", k.dtypeName)
+	if k.dtype, err = parseComputeDType(k.dtypeName); err != nil {
+		return err
+	}
+	k.dtypeName = "fp32"
+	if k.dtype == dtype.BF16 {
+		k.dtypeName = "bf16"
 	}
 	if k.activationTier != "device" && k.activationTier != "host" {
-		return userf("--activation-tier %s: give device or host", k.activationTier)
+		return userf("--activation-tier %s: give device, host or auto", k.activationTier)
 	}
 	if k.emaTier != "device" && k.emaTier != "host" {
-		return userf("--ema-tier %s: give host or device", k.emaTier)
+		return userf("--ema-tier %s: give host, device or auto", k.emaTier)
 	}
 	return nil
 }

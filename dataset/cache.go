@@ -136,9 +136,9 @@ func (c *Cache) Load(i int) (*Sample, error) {
 	switch {
 	case h.Meta.Name != e.Name:
 		err = fmt.Errorf("holds sample %q", h.Meta.Name)
-	case !equalInts(h.LatentShape, e.LatentShape):
+	case !slices.Equal(h.LatentShape, e.LatentShape):
 		err = fmt.Errorf("latents are %v, the index says %v", h.LatentShape, e.LatentShape)
-	case !equalInts(h.TextShape, textShape):
+	case !slices.Equal(h.TextShape, textShape):
 		err = fmt.Errorf("text is %v, the index says %v", h.TextShape, textShape)
 	}
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -165,7 +166,7 @@ func (e Entry) validate(buckets map[string]Bucket, maxSeqLen int) error {
 	if !ok {
 		return fmt.Errorf("bucket %q is not listed", e.Bucket)
 	}
-	if !equalInts(e.LatentShape, b.LatentShape) {
+	if !slices.Equal(e.LatentShape, b.LatentShape) {
 		return fmt.Errorf("latent shape %v, its bucket's is %v", e.LatentShape, b.LatentShape)
 	}
 	if e.File != SampleFile(e.Bucket, e.Name) {
@@ -208,18 +209,6 @@ func checkLatentShape(s []int, zDim int) error {
 		}
 	}
 	return nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // WriteIndex writes dir/index.json atomically (temporary file, rename)

@@ -227,12 +227,6 @@ func ResizeLanczos(src *RGB, width, height int) (*RGB, error) {
 	return Resize(src, width, height, Lanczos)
 }
 
-// ResizeBicubic is Resize with Pillow's BICUBIC, CLIPImageProcessor's
-// default.
-func ResizeBicubic(src *RGB, width, height int) (*RGB, error) {
-	return Resize(src, width, height, Bicubic)
-}
-
 func checkSizes(src *RGB, width, height int) error {
 	if src == nil || src.Width <= 0 || src.Height <= 0 || len(src.Pix) != 3*src.Width*src.Height {
 		return fmt.Errorf("imageproc: source image is empty or its pixels do not match its size")

@@ -51,15 +51,23 @@ func CanDecode(path string) bool {
 	return ok
 }
 
+// decoderFor chooses the decoder of path's extension.
+func decoderFor(path string) (string, error) {
+	kind, ok := decoders[strings.ToLower(filepath.Ext(path))]
+	if !ok {
+		return "", fmt.Errorf("%s: cannot read %q files (readable: %s)", path, filepath.Ext(path), strings.Join(DecodeExtensions(), ", "))
+	}
+	return kind, nil
+}
+
 // Decode reads the first maxFrames frames (all when maxFrames <= 0) of an
 // image or video, choosing the decoder by extension. Errors name the file.
 func Decode(path string, maxFrames int) (*Clip, error) {
-	kind, ok := decoders[strings.ToLower(filepath.Ext(path))]
-	if !ok {
-		return nil, fmt.Errorf("%s: cannot read %q files (readable: %s)", path, filepath.Ext(path), strings.Join(DecodeExtensions(), ", "))
+	kind, err := decoderFor(path)
+	if err != nil {
+		return nil, err
 	}
 	var c *Clip
-	var err error
 	switch kind {
 	case kindImage:
 		c, err = decodeImageFile(path)
@@ -83,9 +91,9 @@ func Decode(path string, maxFrames int) (*Clip, error) {
 // header of an image or AVI; a whole GIF (small, and a broken one fails
 // only in its frames); the first frame through ffmpeg.
 func Probe(path string) (w, h int, err error) {
-	kind, ok := decoders[strings.ToLower(filepath.Ext(path))]
-	if !ok {
-		return 0, 0, fmt.Errorf("%s: cannot read %q files (readable: %s)", path, filepath.Ext(path), strings.Join(DecodeExtensions(), ", "))
+	kind, err := decoderFor(path)
+	if err != nil {
+		return 0, 0, err
 	}
 	switch kind {
 	case kindImage:

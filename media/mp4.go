@@ -20,6 +20,13 @@ func findFFmpeg() (string, error) {
 	return path, nil
 }
 
+// CanWriteMP4 reports whether .mp4 can be written here (ffmpeg on PATH);
+// callers that may choose the container fall back to .avi without it.
+func CanWriteMP4() bool {
+	_, err := findFFmpeg()
+	return err == nil
+}
+
 // writeMP4 pipes the frames as raw rgb24 into ffmpeg, which encodes H.264
 // (yuv420p, the pixel format every player takes) into a temporary file
 // renamed into place on success.

@@ -153,17 +153,23 @@ func Predict(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request
 }
 
 func (pr Prediction) overBudget() string {
-	if pr.Problem != "" {
-		return pr.Problem
+	return overBudget(pr.Problem, pr.Budgets, pr.PeakDeviceReservedBytes, pr.PeakHostBytes, pr.PeakRSSBytes)
+}
+
+// overBudget is a prediction's problem: the one it already has, else the
+// first peak (device, host, process RSS) over its budget; "" when it fits.
+func overBudget(problem string, b Budgets, device, host, rss int64) string {
+	if problem != "" {
+		return problem
 	}
-	if b := pr.Budgets.DeviceBytes; b > 0 && pr.PeakDeviceReservedBytes > b {
-		return fmt.Sprintf("device peak %s exceeds the budget %s", tensor.FormatBytes(pr.PeakDeviceReservedBytes), tensor.FormatBytes(b))
+	if b.DeviceBytes > 0 && device > b.DeviceBytes {
+		return fmt.Sprintf("device peak %s exceeds the budget %s", tensor.FormatBytes(device), tensor.FormatBytes(b.DeviceBytes))
 	}
-	if b := pr.Budgets.HostBytes; b > 0 && pr.PeakHostBytes > b {
-		return fmt.Sprintf("host peak %s exceeds the budget %s", tensor.FormatBytes(pr.PeakHostBytes), tensor.FormatBytes(b))
+	if b.HostBytes > 0 && host > b.HostBytes {
+		return fmt.Sprintf("host peak %s exceeds the budget %s", tensor.FormatBytes(host), tensor.FormatBytes(b.HostBytes))
 	}
-	if b := pr.Budgets.RSSBytes; b > 0 && pr.PeakRSSBytes > b {
-		return fmt.Sprintf("process RSS %s exceeds this machine's memory %s", tensor.FormatBytes(pr.PeakRSSBytes), tensor.FormatBytes(b))
+	if b.RSSBytes > 0 && rss > b.RSSBytes {
+		return fmt.Sprintf("process RSS %s exceeds this machine's memory %s", tensor.FormatBytes(rss), tensor.FormatBytes(b.RSSBytes))
 	}
 	return ""
 }
@@ -218,7 +224,8 @@ func newPrediction(p *Profile, plan *residency.Plan, req Request, b Budgets) Pre
 	return Prediction{Model: p.Name, Plan: plan.Name, Request: req, Budgets: b, Run: plan.Run}
 }
 
-// pipelineSim is the Wan text-to-video pipeline's use of the executor.
+// pipelineSim is the Wan pipeline's use of the executor (text- and
+// image-to-video, one transformer or two experts).
 // What the pipeline itself keeps on the device is part of the contract
 // with pipeline/wan: the text contexts from encoding to the end of the
 // loop (one [2B, Ltext, D] tensor with batched CFG, built by joining the

@@ -9,7 +9,6 @@ import (
 	"ferry/lora"
 	"ferry/model/wan"
 	"ferry/residency"
-	"ferry/tensor"
 )
 
 // Training steps
@@ -201,11 +200,7 @@ type TrainPrediction struct {
 	SamplesPerSecond float64 `json:"samples_per_s"`
 	Fits             bool    `json:"fits"`
 	Problem          string  `json:"problem,omitempty"`
-	planRef          *residency.Plan
 }
-
-// PlanUsed is the plan the prediction is for.
-func (p TrainPrediction) PlanUsed() *residency.Plan { return p.planRef }
 
 // PredictTraining simulates one training step of req under plan (the
 // transformer's placement) and knobs on hw within the budgets. A plan
@@ -245,25 +240,11 @@ func PredictTraining(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req
 }
 
 func (pr TrainPrediction) overBudget() string {
-	if pr.Problem != "" {
-		return pr.Problem
-	}
-	if b := pr.Budgets.DeviceBytes; b > 0 && pr.PeakDeviceReservedBytes > b {
-		return fmt.Sprintf("device peak %s exceeds the budget %s", tensor.FormatBytes(pr.PeakDeviceReservedBytes), tensor.FormatBytes(b))
-	}
-	if b := pr.Budgets.HostBytes; b > 0 && pr.PeakHostBytes > b {
-		return fmt.Sprintf("host peak %s exceeds the budget %s", tensor.FormatBytes(pr.PeakHostBytes), tensor.FormatBytes(b))
-	}
-	if b := pr.Budgets.RSSBytes; b > 0 && pr.PeakRSSBytes > b {
-		return fmt.Sprintf("process RSS %s exceeds this machine's memory %s", tensor.FormatBytes(pr.PeakRSSBytes), tensor.FormatBytes(b))
-	}
-	return ""
+	return overBudget(pr.Problem, pr.Budgets, pr.PeakDeviceReservedBytes, pr.PeakHostBytes, pr.PeakRSSBytes)
 }
 
 // DescribePlacement is a short summary of the transformer's placement.
-func (pr TrainPrediction) DescribePlacement() string { return pr.describePlacement() }
-
-func (pr TrainPrediction) describePlacement() string {
+func (pr TrainPrediction) DescribePlacement() string {
 	s := string(pr.Placement)
 	if pr.Placement == residency.Stream {
 		s += fmt.Sprintf(" k=%d n=%d", pr.Prefetch, pr.Persistent)

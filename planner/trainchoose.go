@@ -495,5 +495,5 @@ func (c *chooser) reasons(best trainCand) []TrainReason {
 
 // describeCand is a short summary of a candidate.
 func describeCand(tc trainCand) string {
-	return tc.pred.describePlacement() + ", " + describeKnobs(tc.k, false)
+	return tc.pred.DescribePlacement() + ", " + DescribeTrainKnobs(tc.k, false)
 }

@@ -174,15 +174,7 @@ func (ts *trainScript) attnForward(name string, rows, kvRows int, self, kept boo
 	keep(ql...)
 	keep(kl...)
 	keep(vl...)
-	heads := func(n int) int {
-		x := r.alloc(f32(n, s.d))
-		if !self {
-			return x
-		}
-		y := r.alloc(f32(n, s.d))
-		r.free(x)
-		return y
-	}
+	heads := func(n int) int { return ts.heads(n, self) }
 	if !kept {
 		qh := heads(rows)
 		kh := heads(kvRows)
@@ -328,19 +320,23 @@ func (ts *trainScript) layerBackward(dh int, wantIn bool) int {
 	return dIn
 }
 
+// heads records qkHeads on n rows: the RMSNorm's output, which
+// self-attention's RoPE replaces with a rotated copy.
+func (ts *trainScript) heads(n int, self bool) int {
+	x := ts.r.alloc(f32(n, ts.sh.d))
+	if !self {
+		return x
+	}
+	y := ts.r.alloc(f32(n, ts.sh.d))
+	ts.r.free(x)
+	return y
+}
+
 // attnBackward records attnBack; it returns dx (0 when not wanted).
 func (ts *trainScript) attnBackward(name string, rows, kvRows int, self, wantDX bool) int {
 	r, s := ts.r, ts.sh
 	do := ts.linBack(name+".to_out.0", rows, s.d, true)
-	heads := func(n int) int {
-		x := r.alloc(f32(n, s.d))
-		if !self {
-			return x
-		}
-		y := r.alloc(f32(n, s.d))
-		r.free(x)
-		return y
-	}
+	heads := func(n int) int { return ts.heads(n, self) }
 	q, k := heads(rows), heads(kvRows)
 	dq, dk, dv := r.alloc(f32(rows, s.d)), r.alloc(f32(kvRows, s.d)), r.alloc(f32(kvRows, s.d))
 	r.free(do, q, k)

@@ -73,7 +73,7 @@ type trainSim struct {
 func simulateTraining(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req TrainRequest, k TrainKnobs, b Budgets) TrainPrediction {
 	tc := p.Component(Transformer)
 	pred := TrainPrediction{Model: p.Name, Plan: trainPlanName(plan), Request: req, Knobs: k, DType: k.DTypeName(), Budgets: b,
-		Tokens: req.Tokens(p), Layers: p.Wan.NumLayers, planRef: plan}
+		Tokens: req.Tokens(p), Layers: p.Wan.NumLayers}
 	cp := plan.For(Transformer)
 	if req.Full {
 		// ZeRO-Offload reads the working copies from the float32 masters
@@ -742,11 +742,8 @@ func (ts *trainSim) heapBytes() int64 {
 	return heapBase + 6*lat + 2*f32(ts.sh.b, ts.sh.lt, ts.sh.textDim)
 }
 
-// DescribeTrainKnobs is a knob set in words.
-func DescribeTrainKnobs(k TrainKnobs, ema bool) string { return describeKnobs(k, ema) }
-
-// describeKnobs is for messages.
-func describeKnobs(k TrainKnobs, ema bool) string {
+// DescribeTrainKnobs is a knob set in words, for messages.
+func DescribeTrainKnobs(k TrainKnobs, ema bool) string {
 	s := fmt.Sprintf("%s, checkpointing %s, activations on the %s", k.DTypeName(), k.Checkpointing, k.ActivationTier)
 	if ema {
 		s += ", EMA on the " + k.EMATier

@@ -11,6 +11,14 @@
 // the plan says to release and starts copying what comes next. Model code
 // never moves weights and never sees the plan.
 //
+// A component may say the cyclic order its blocks run in (Component.Order;
+// a training step runs them forward then backward, TrainingOrder) and
+// prefetching follows it; Handoff carries one component's prefetch into
+// the next (Wan 2.2's expert switch). Fixed binds weights the caller
+// already holds (full fine-tuning's master weights, tests), and
+// HostActivations keeps a training step's activations on the host tier
+// between a block's forward and its backward.
+//
 // Invariants (after vLLM-Omni's offloader): residency is explicit (a block is
 // absent, loading or loaded, nothing in between); use follows readiness (fn
 // never runs before its weights are complete); memory is bounded (every byte

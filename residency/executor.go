@@ -160,7 +160,10 @@ type Executor struct {
 	done    chan struct{}
 }
 
-var errCancelled = errors.New("load cancelled")
+var (
+	errCancelled = errors.New("load cancelled")
+	errClosed    = errors.New("residency: executor is closed")
+)
 
 // New starts an executor and its copy worker.
 func New(cfg Config) (*Executor, error) {
@@ -366,7 +369,7 @@ func (e *Executor) Run(b *Block, fn func() error) error {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return errors.New("residency: executor is closed")
+		return errClosed
 	}
 	e.current = cs
 	switch cs.plan.Placement {
@@ -386,11 +389,18 @@ func (e *Executor) Run(b *Block, fn func() error) error {
 	}
 	e.mu.Unlock()
 
-	if err := e.wait(b.Name, waitFor); err != nil {
-		return err
+	for {
+		if err := e.wait(b.Name, waitFor); err != nil {
+			return err
+		}
+		e.mu.Lock()
+		if loaded(waitFor) {
+			break
+		}
+		// Another goroutine evicted a block between its load and now
+		// (DemoteDevice, Invalidate): wait loads it again.
+		e.mu.Unlock()
 	}
-
-	e.mu.Lock()
 	e.clock++
 	b.inUse, b.lastUse = true, e.clock
 	bind(b)
@@ -440,17 +450,36 @@ func (e *Executor) enqueue(x *Block) {
 	x.loadErr = nil
 	e.queue = append(e.queue, x)
 	e.cond.Broadcast() // Done may be waiting on the same condition
-
 }
 
-// wait blocks until every block in bs is loaded, recording the stall.
+// loaded reports whether every block in bs is on the device. Caller holds
+// e.mu.
+func loaded(bs []*Block) bool {
+	for _, x := range bs {
+		if x.dev == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// wait blocks until every block in bs is loaded, recording the stall. A
+// block whose load was cancelled (Done) or that was evicted since Run
+// queued it has no ready channel: it is queued again, since a receive
+// from a nil channel would never return.
 func (e *Executor) wait(name string, bs []*Block) error {
 	var t0 time.Time
 	stalled := false
 	for _, x := range bs {
 		e.mu.Lock()
+		if x.ready == nil && !e.closed {
+			e.enqueue(x)
+		}
 		ch := x.ready
 		e.mu.Unlock()
+		if ch == nil {
+			return fmt.Errorf("load %s: %w", x.Name, errClosed)
+		}
 		select {
 		case <-ch:
 		default:

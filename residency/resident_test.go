@@ -1,6 +1,10 @@
 package residency
 
-import "testing"
+import (
+	"errors"
+	"testing"
+	"time"
+)
 
 // Demotion moves an idle block one tier down: off the device (its host
 // copy stays, and the next run reloads from it without reading the disk),
@@ -47,5 +51,44 @@ func TestDemoteTierByTier(t *testing.T) {
 	}
 	if r.ex.DemoteDevice("no.such.block") != 0 || r.ex.DemoteHost("no.such.block") != 0 {
 		t.Fatal("demoted an unknown block")
+	}
+}
+
+// TestWaitReloadsABlockEvictedBeforeIt: a block demoted by another
+// goroutine after Run queued it but before Run waited for it has no ready
+// channel; the wait loads it again instead of blocking on a nil channel
+// forever, and a closed executor says so.
+func TestWaitReloadsABlockEvictedBeforeIt(t *testing.T) {
+	plan := Uniform("t", ComponentPlan{Placement: Onload, Tier: TierHost}, "c")
+	r := newRig(t, 0, plan)
+	c, _, ws := component("c", 2, 16)
+	if err := r.ex.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	r.runAll(t, c, ws, 1)
+	b := c.Blocks[1]
+	if r.ex.DemoteDevice(b.Name) == 0 {
+		t.Fatal("the idle block was not demoted")
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.ex.wait(b.Name, []*Block{b}) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("wait for an evicted block never returned")
+	}
+	r.ex.mu.Lock()
+	ok := loaded([]*Block{b})
+	r.ex.mu.Unlock()
+	if !ok {
+		t.Fatal("wait returned without loading the block")
+	}
+	r.ex.DemoteDevice(b.Name)
+	r.ex.Close()
+	if err := r.ex.wait(b.Name, []*Block{b}); !errors.Is(err, errClosed) {
+		t.Fatalf("wait on a closed executor: %v, want %v", err, errClosed)
 	}
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ferry serve on NATS JetStream with real processes (issue 21): an API node
+# ferry serve on NATS JetStream with real processes: an API node
 # running the embedded NATS server, two worker processes that join it, 20
 # jobs; one worker is killed (kill -9) while both are running a job. Every
 # job must complete; the killed worker's job after exactly 2 runs (it is

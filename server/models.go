@@ -174,13 +174,7 @@ func plannerBudgets(b pipeline.Budget) planner.Budgets {
 // planFor chooses and predicts a plan for a spec on m under b. Caller
 // holds mu and has opened m.
 func (ms *models) planFor(m *model, s spec, b pipeline.Budget) (*residency.Plan, planner.Prediction, error) {
-	r := wanRequest(s)
-	req := planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
-		PromptTokens: m.planPipe.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance}
-	prof := *m.prof
-	prof.Compute = computeDType(s.DType)
-	hw := ms.hw
-	hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps())
+	prof, hw, req := ms.planInputs(m, s)
 	pb := plannerBudgets(b)
 	var plan *residency.Plan
 	var err error
@@ -278,6 +272,14 @@ func (ms *models) acquire(s spec) (*model, planner.Prediction, error) {
 
 // predictWith predicts a spec under an existing plan.
 func (ms *models) predictWith(m *model, s spec, b pipeline.Budget, plan *residency.Plan) (planner.Prediction, error) {
+	prof, hw, req := ms.planInputs(m, s)
+	return planner.Predict(&prof, hw, plan, req, plannerBudgets(b))
+}
+
+// planInputs are what the planner needs for a spec on m: the model's
+// profile at the spec's dtype, the hardware reading m's checkpoint at the
+// speed measured, and the request.
+func (ms *models) planInputs(m *model, s spec) (planner.Profile, hwprofile.Profile, planner.Request) {
 	r := wanRequest(s)
 	req := planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
 		PromptTokens: m.planPipe.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance}
@@ -285,7 +287,7 @@ func (ms *models) predictWith(m *model, s spec, b pipeline.Budget, plan *residen
 	prof.Compute = computeDType(s.DType)
 	hw := ms.hw
 	hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps())
-	return planner.Predict(&prof, hw, plan, req, plannerBudgets(b))
+	return prof, hw, req
 }
 
 // runtimeKey says which requests may share a runtime: the same budgets

@@ -368,7 +368,13 @@ func (s *Server) render(sp spec, req wan.Request, rt *pipeline.Runtime, out *wan
 	if err := os.MkdirAll(tmpDir, 0o755); err != nil {
 		return nil, fmt.Errorf("outputs: %w", err)
 	}
-	f, err := os.CreateTemp(tmpDir, "video-*.mp4")
+	// mp4 where ffmpeg is installed, else MJPEG AVI (no external encoder);
+	// videoType serves either with its media type.
+	ext := ".avi"
+	if media.CanWriteMP4() {
+		ext = ".mp4"
+	}
+	f, err := os.CreateTemp(tmpDir, "video-*"+ext)
 	if err != nil {
 		return nil, fmt.Errorf("outputs: %w", err)
 	}

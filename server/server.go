@@ -528,6 +528,9 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal_error", "", err.Error())
 		return
 	}
+	if variant == "video" {
+		ctype = videoType(data)
+	}
 	w.Header().Set("Content-Type", ctype)
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(http.StatusOK)
@@ -645,3 +648,12 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c Config) faultsDiskFull() bool { return c.faults != nil && c.faults.diskFull }
+
+// videoType is the media type of an encoded video: the server writes mp4,
+// or AVI (a RIFF file) where ffmpeg is missing.
+func videoType(data []byte) string {
+	if len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "AVI " {
+		return "video/x-msvideo"
+	}
+	return "video/mp4"
+}

@@ -85,8 +85,7 @@ func (o *Ops) UnaryBackwardInPlace(dy, x *Tensor, op UnaryOp) {
 
 // RopeBackward returns the gradient of Rope's input.
 func (o *Ops) RopeBackward(dy, cos, sin *Tensor) *Tensor {
-	if dy.Rank() != 4 || dy.Dim(3)%2 != 0 || cos.Rank() != 2 || !SameShape(cos.shape, sin.shape) ||
-		cos.Dim(0) != dy.Dim(1) || cos.Dim(1) != dy.Dim(3)/2 {
+	if !ropeFits(dy, cos, sin) {
 		return o.failf("rope backward: dy %v does not match tables %v", dy.shape, cos.shape)
 	}
 	dx := o.Empty(dtype.F32, dy.shape...)
@@ -94,6 +93,13 @@ func (o *Ops) RopeBackward(dy, cos, sin *Tensor) *Tensor {
 		o.run(dx, o.B.RopeBackward(dx, dy, cos, sin), "rope backward")
 	}
 	return dx
+}
+
+// ropeFits reports whether x [B, L, H, D] (D even) matches Rope's tables
+// cos and sin [L, D/2].
+func ropeFits(x, cos, sin *Tensor) bool {
+	return x.Rank() == 4 && x.Dim(3)%2 == 0 && cos.Rank() == 2 && SameShape(cos.shape, sin.shape) &&
+		cos.Dim(0) == x.Dim(1) && cos.Dim(1) == x.Dim(3)/2
 }
 
 // AttentionLSE is Attention without bias that also returns the

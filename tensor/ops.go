@@ -465,8 +465,7 @@ func (o *Ops) Attention(q, k, v, bias *Tensor, scale float32) *Tensor {
 
 // Rope rotates x [B, L, H, D] by F64 tables cos, sin [L, D/2].
 func (o *Ops) Rope(x, cos, sin *Tensor) *Tensor {
-	if x.Rank() != 4 || x.Dim(3)%2 != 0 || cos.Rank() != 2 || !SameShape(cos.shape, sin.shape) ||
-		cos.Dim(0) != x.Dim(1) || cos.Dim(1) != x.Dim(3)/2 {
+	if !ropeFits(x, cos, sin) {
 		return o.failf("rope: x %v does not match tables %v", x.shape, cos.shape)
 	}
 	out := o.Empty(dtype.F32, x.shape...)

@@ -115,14 +115,11 @@ func NewWanNet(ops *tensor.Ops, cfg wan.Config, set *checkpoint.Set, opt WanOpti
 
 // loadWeights uploads every parameter cfg lists, as float32.
 func (n *WanNet) loadWeights(cfg wan.Config, set *checkpoint.Set) error {
+	if err := checkShapes(cfg, set); err != nil {
+		return err
+	}
 	for _, p := range cfg.Params() {
-		info, ok := set.Lookup(p.Name)
-		if !ok {
-			return fmt.Errorf("transformer weights %s: no tensor %q (is this a Wan 2.1 transformer of this config?)", set.Path(), p.Name)
-		}
-		if !slices.Equal(info.Shape, p.Shape) {
-			return fmt.Errorf("transformer weights %s: %s is %v, the config implies %v", set.Path(), p.Name, info.Shape, p.Shape)
-		}
+		info, _ := set.Lookup(p.Name)
 		d, err := set.ReadF32(info)
 		if err != nil {
 			return err
@@ -150,9 +147,9 @@ func (n *WanNet) setupFull(cfg wan.Config) error {
 	return n.ops.Err()
 }
 
-// LoRAName is the tensor name of a module's A (or B) matrix, as PEFT
+// loraName is the tensor name of a module's A (or B) matrix, as PEFT
 // names it: "<module>.lora_A.weight".
-func LoRAName(module string, b bool) string {
+func loraName(module string, b bool) string {
 	if b {
 		return module + ".lora_B.weight"
 	}
@@ -187,8 +184,8 @@ func (n *WanNet) setupLoRA(cfg wan.Config, rng *RNG) error {
 	var ls []wan.LoRA
 	for _, mod := range n.modules {
 		s := shapes[mod]
-		a := &Param{Name: LoRAName(mod, false), Shape: []int{o.Rank, s[1]}}
-		b := &Param{Name: LoRAName(mod, true), Shape: []int{s[0], o.Rank}}
+		a := &Param{Name: loraName(mod, false), Shape: []int{o.Rank, s[1]}}
+		b := &Param{Name: loraName(mod, true), Shape: []int{s[0], o.Rank}}
 		if ad, ok := init[mod]; ok {
 			a.Data, b.Data = slices.Clone(ad.A), slices.Clone(ad.B)
 		} else {

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"ferry/backend/cpu/gemm"
-	"ferry/dtype"
 	"ferry/tensor"
 )
 
@@ -438,32 +437,26 @@ func (be *Backend) Rope(dst, x, cos, sin *tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
-	if cos == nil || sin == nil || cos.DType() != dtype.F64 || sin.DType() != dtype.F64 {
-		return fmt.Errorf("cpu: rope tables %v, %v: want F64", cos, sin)
-	}
-	if _, err := hostData("cos", cos); err != nil {
+	if err := checkRopeTables(x, cos, sin); err != nil || len(d) == 0 {
 		return err
 	}
-	if _, err := hostData("sin", sin); err != nil {
-		return err
-	}
-	if x.Rank() != 4 || x.Dim(3)%2 != 0 || !tensor.SameShape(cos.Shape(), []int{x.Dim(1), x.Dim(3) / 2}) ||
-		!tensor.SameShape(sin.Shape(), cos.Shape()) {
-		return fmt.Errorf("cpu: rope x %v does not match tables %v, %v", x, cos, sin)
-	}
-	if len(d) == 0 {
-		return nil
-	}
+	be.ropeRows(d, xs, x, cos, sin, ropeRow)
+	return nil
+}
+
+// ropeRows runs row (ropeRow or ropeBackRow) over every position of
+// x [B, L, H, D], d and src being its destination and source data, with
+// that position's angles from the F64 tables cos and sin [L, D/2].
+func (be *Backend) ropeRows(d, src []float32, x, cos, sin *tensor.Tensor, row func(d, x []float32, c, s []float64)) {
 	seq, width, half := x.Dim(1), x.Dim(2)*x.Dim(3), x.Dim(3)/2
 	c, s := cos.F64(), sin.F64()
 	be.forRows(len(d)/width, width, grainStream, func(lo, hi int) {
-		for row := lo; row < hi; row++ {
-			pos := row % seq
-			ropeRow(d[row*width:(row+1)*width], xs[row*width:(row+1)*width],
+		for r := lo; r < hi; r++ {
+			pos := r % seq
+			row(d[r*width:(r+1)*width], src[r*width:(r+1)*width],
 				c[pos*half:(pos+1)*half], s[pos*half:(pos+1)*half])
 		}
 	})
-	return nil
 }
 
 // ropeRow rotates every head of one position; d may alias x.

@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -110,8 +109,10 @@ func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *tensor
 			errs[it] = w.item(it/p.groups, it%p.groups)
 		}
 	})
-	if err := errors.Join(errs...); err != nil {
-		return err
+	for _, err := range errs {
+		if err != nil {
+			return err // one line: the other items fail for the same reason
+		}
 	}
 	if p.groups > 1 {
 		be.addPartials(&p)

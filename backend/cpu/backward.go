@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"errors"
 	"fmt"
 
 	"ferry/dtype"
@@ -15,9 +14,6 @@ import (
 // dyᵀ·x are each as large as the forward's x·wᵀ); the norms, the
 // elementwise ops and SumTo are in backward_norm.go and
 // backward_elementwise.go.
-
-// errNoBackward marks a backward kernel not written yet.
-var errNoBackward = errors.New("cpu: backward kernel not implemented yet")
 
 // linearGrads is one LinearBackward call after its checks: the operands'
 // elements (nil where not given or not read) and the product's sizes.

@@ -175,15 +175,7 @@ func (be *Backend) RopeBackward(dx, dy, cos, sin *tensor.Tensor) error {
 	if err := checkRopeTables(dy, cos, sin); err != nil || len(d) == 0 {
 		return err
 	}
-	seq, width, half := dy.Dim(1), dy.Dim(2)*dy.Dim(3), dy.Dim(3)/2
-	c, s := cos.F64(), sin.F64()
-	be.forRows(len(d)/width, width, grainStream, func(lo, hi int) {
-		for row := lo; row < hi; row++ {
-			pos := row % seq
-			ropeBackRow(d[row*width:(row+1)*width], g[row*width:(row+1)*width],
-				c[pos*half:(pos+1)*half], s[pos*half:(pos+1)*half])
-		}
-	})
+	be.ropeRows(d, g, dy, cos, sin, ropeBackRow)
 	return nil
 }
 

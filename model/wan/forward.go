@@ -3,7 +3,6 @@ package wan
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"ferry/dtype"
 	"ferry/residency"
@@ -27,6 +26,14 @@ type pass struct {
 }
 
 func (p *pass) free() { tensor.Free(p.hidden, p.temb, p.mods, p.text, p.image, p.cos, p.sin) }
+
+// uploadRope sets p.cos and p.sin, the RoPE tables of p's token grid for
+// heads of headDim.
+func (p *pass) uploadRope(ops *tensor.Ops, headDim int) {
+	cos, sin := p.grid.ropeHalves()
+	p.cos = ops.UploadF64(cos, p.tokens, headDim/2)
+	p.sin = ops.UploadF64(sin, p.tokens, headDim/2)
+}
 
 // Inputs are what a forward pass is conditioned on besides the latents.
 type Inputs struct {
@@ -89,30 +96,20 @@ func (m *Model) ForwardInputs(r residency.Runner, ops *tensor.Ops, latents *tens
 	}
 	defer p.free()
 
-	cos, sin := p.grid.ropeHalves()
-	half := m.cfg.AttentionHeadDim / 2
-	p.cos = ops.UploadF64(cos, p.tokens, half)
-	p.sin = ops.UploadF64(sin, p.tokens, half)
+	p.uploadRope(ops, m.cfg.AttentionHeadDim)
 
 	blocks := m.comp.Blocks
-	run := func(b *residency.Block, fn func()) error {
-		err := r.Run(b, func() error { fn(); return ops.Err() })
-		if err != nil {
-			return fmt.Errorf("wan: %s: %w", b.Name, err)
-		}
-		return nil
-	}
-	if err := run(blocks[0], func() { m.embedForward(ops, p, latents, ts, in.Context, in.Image) }); err != nil {
+	if err := runBlock(r, ops, blocks[0], func() { m.embedForward(ops, p, latents, ts, in.Context, in.Image) }); err != nil {
 		return nil, err
 	}
 	for i := range m.layers {
 		l := &m.layers[i]
-		if err := run(blocks[1+i], func() { m.layerForward(ops, l, p) }); err != nil {
+		if err := runBlock(r, ops, blocks[1+i], func() { m.layerForward(ops, l, p) }); err != nil {
 			return nil, err
 		}
 	}
 	var out *tensor.Tensor
-	if err := run(blocks[len(blocks)-1], func() { out = m.outForward(ops, p) }); err != nil {
+	if err := runBlock(r, ops, blocks[len(blocks)-1], func() { out = m.outForward(ops, p) }); err != nil {
 		out.Free()
 		return nil, err
 	}
@@ -383,7 +380,7 @@ func (m *Model) headsOf(ops *tensor.Ops, x *tensor.Tensor, proj linear, norm *te
 // attend runs scaled dot-product attention with scale 1/√head_dim (SDPA's
 // default), merges the heads and applies to_out.0; it frees q, k and v.
 func (m *Model) attend(ops *tensor.Ops, w *attention, q, k, v *tensor.Tensor) *tensor.Tensor {
-	scale := float32(1 / math.Sqrt(float64(m.cfg.AttentionHeadDim)))
+	scale := m.attnScale()
 	o := ops.Attention(q, k, v, nil, scale)
 	tensor.Free(q, k, v)
 	reshape(ops, o, o.Dim(0), o.Dim(1), m.cfg.InnerDim())

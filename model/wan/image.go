@@ -1,10 +1,6 @@
 package wan
 
-import (
-	"math"
-
-	"ferry/tensor"
-)
+import "ferry/tensor"
 
 // imageNormEps is the eps of WanImageEmbedding's two norms:
 // FP32LayerNorm(features) keeps nn.LayerNorm's default, not the config's
@@ -61,7 +57,7 @@ func (m *Model) crossAttentionImage(ops *tensor.Ops, w *attention, iw *imageAtte
 	q := m.headsOf(ops, x, w.Q, w.NormQ)
 	ki := m.headsOf(ops, image, iw.K, iw.NormK)
 	vi := m.headsOf(ops, image, iw.V, nil)
-	scale := float32(1 / math.Sqrt(float64(m.cfg.AttentionHeadDim))) // SDPA's default
+	scale := m.attnScale()
 	oi := ops.Attention(q, ki, vi, nil, scale)
 	tensor.Free(ki, vi)
 	k := m.headsOf(ops, text, w.K, w.NormK)

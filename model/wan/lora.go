@@ -3,6 +3,7 @@ package wan
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"ferry/tensor"
 )
@@ -63,10 +64,10 @@ func (m *Model) linearModules() map[string]*linear {
 func (c Config) LinearShapes() (names []string, shapes map[string][2]int) {
 	shapes = map[string][2]int{}
 	for _, p := range c.Params() {
-		if len(p.Shape) != 2 || len(p.Name) < len(".weight") || p.Name[len(p.Name)-len(".weight"):] != ".weight" {
+		mod, ok := strings.CutSuffix(p.Name, ".weight")
+		if len(p.Shape) != 2 || !ok {
 			continue
 		}
-		mod := p.Name[:len(p.Name)-len(".weight")]
 		shapes[mod] = [2]int{p.Shape[0], p.Shape[1]}
 		names = append(names, mod)
 	}

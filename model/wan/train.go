@@ -179,9 +179,9 @@ func (t *Tape) Bytes() int64 {
 	return bytesOf(t.tensors())
 }
 
-// LayerBytes is the part of Bytes the transformer blocks hold (their
+// layerBytes is the part of Bytes the transformer blocks hold (their
 // inputs and kept activations).
-func (t *Tape) LayerBytes() int64 {
+func (t *Tape) layerBytes() int64 {
 	if t == nil {
 		return 0
 	}
@@ -237,10 +237,7 @@ func (m *Model) ForwardTrain(r residency.Runner, ops *tensor.Ops, latents *tenso
 			pred, tape = nil, nil
 		}
 	}()
-	cos, sin := grid.ropeHalves()
-	half := m.cfg.AttentionHeadDim / 2
-	t.p.cos = ops.UploadF64(cos, t.p.tokens, half)
-	t.p.sin = ops.UploadF64(sin, t.p.tokens, half)
+	t.p.uploadRope(ops, m.cfg.AttentionHeadDim)
 
 	blocks := m.comp.Blocks
 	var h *tensor.Tensor
@@ -528,9 +525,7 @@ func (m *Model) TrainBlock(r residency.Runner, ops *tensor.Ops, i int, latent [3
 	}
 	t := &Tape{m: m, p: pass{batch: hidden.Dim(0), tokens: grid.tokens(), grid: grid, mods: mods, text: text}}
 	t.initLayers()
-	cos, sin := grid.ropeHalves()
-	half := m.cfg.AttentionHeadDim / 2
-	t.p.cos, t.p.sin = ops.UploadF64(cos, t.p.tokens, half), ops.UploadF64(sin, t.p.tokens, half)
+	t.p.uploadRope(ops, m.cfg.AttentionHeadDim)
 	lt := &t.layers[i]
 	lt.in = hidden
 	defer func() {

@@ -157,7 +157,7 @@ func TestTapeBytes(t *testing.T) {
 			}
 		}
 		n := int64(len(st.Blocks))
-		if got, want := tape.LayerBytes(), n*(input+kept[mode]); got != want {
+		if got, want := tape.layerBytes(), n*(input+kept[mode]); got != want {
 			t.Errorf("%s: blocks hold %d bytes on the tape, want %d", mode, got, want)
 		}
 		if st.Device != tape.Bytes() {

@@ -23,15 +23,10 @@ import (
 // decoder are not declared, so no plan ever moves their weights.
 func (p *Pipeline) RegisterEncoders(ex *residency.Executor) error {
 	for _, name := range []string{TextEncoder, VAE} {
-		c, err := p.folder.Component(name)
+		src, err := p.weightSource(name)
 		if err != nil {
 			return err
 		}
-		set, err := c.Weights()
-		if err != nil {
-			return err
-		}
-		src := residency.SourceOf(set)
 		comp := p.vae.EncoderComponent(name, src)
 		if name == TextEncoder {
 			comp = p.text.Component(name, src)

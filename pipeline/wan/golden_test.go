@@ -79,6 +79,13 @@ func runWith(t *testing.T, plan *residency.Plan, opt pipeline.Options) *Output {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return generateOn(t, p, plan, opt, goldenRequest(t))
+}
+
+// generateOn runs r on p under plan (nil: resident) and checks that the
+// run gave back every byte it took.
+func generateOn(t *testing.T, p *Pipeline, plan *residency.Plan, opt pipeline.Options, r Request) *Output {
+	t.Helper()
 	rt, err := pipeline.NewRuntime(pipeline.Budget{}, plan, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +93,7 @@ func runWith(t *testing.T, plan *residency.Plan, opt pipeline.Options) *Output {
 	if err := p.Register(rt.Exec); err != nil {
 		t.Fatal(err)
 	}
-	out, err := p.Generate(rt, goldenRequest(t), true)
+	out, err := p.Generate(rt, r, true)
 	rt.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -65,22 +65,7 @@ func (c wan22Case) generate(t *testing.T, plan *residency.Plan) *Output {
 	if got := p.transformer.Config().InChannels; got != c.channels {
 		t.Fatalf("in_channels %d, want %d", got, c.channels)
 	}
-	rt, err := pipeline.NewRuntime(pipeline.Budget{}, plan, pipeline.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Register(rt.Exec); err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Generate(rt, c.request(t), true)
-	rt.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.CheckReleased(); err != nil {
-		t.Error(err)
-	}
-	return out
+	return generateOn(t, p, plan, pipeline.Options{}, c.request(t))
 }
 
 // TestGoldenWan22 compares every step's latents, the video and (Wan 2.1

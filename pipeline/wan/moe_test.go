@@ -50,22 +50,7 @@ func runMoE(t *testing.T, dir string, plan *residency.Plan, r Request) *Output {
 	if !p.TwoExperts() {
 		t.Fatal("the golden folder opened as one transformer")
 	}
-	rt, err := pipeline.NewRuntime(pipeline.Budget{}, plan, pipeline.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Register(rt.Exec); err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Generate(rt, r, true)
-	rt.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.CheckReleased(); err != nil {
-		t.Error(err)
-	}
-	return out
+	return generateOn(t, p, plan, pipeline.Options{}, r)
 }
 
 // TestGoldenMoE compares every step's latents and the video with

@@ -7,7 +7,8 @@ import (
 	"ferry/pytext"
 )
 
-// Request is one text-to-video generation, with WanPipeline's defaults.
+// Request is one generation (text-to-video, or image-to-video with
+// Image), with WanPipeline's defaults.
 type Request struct {
 	Prompt         string  `json:"prompt"`
 	NegativePrompt string  `json:"negative_prompt"`

@@ -1,8 +1,11 @@
-// Package wan is the Wan 2.1 text-to-video pipeline (diffusers'
-// WanPipeline): prompt -> UMT5 text embeddings -> the transformer denoising
-// latents under UniPC (or flow-match Euler) with classifier-free guidance ->
-// the Wan VAE decoding frames. Every component runs through the residency
-// executor; the plan decides where weights live, never the result.
+// Package wan is the Wan pipeline (diffusers' WanPipeline and
+// WanImageToVideoPipeline): prompt -> UMT5 text embeddings -> the
+// transformer denoising latents under UniPC (or flow-match Euler) with
+// classifier-free guidance -> the Wan VAE decoding frames. Beyond Wan 2.1
+// text-to-video it runs Wan 2.1 image-to-video (i2v.go), Wan 2.2 TI2V-5B
+// (ti2v.go) and Wan 2.2 A14B's two experts (moe.go), and encodes training
+// data (encode.go). Every component runs through the residency executor;
+// the plan decides where weights live, never the result.
 package wan
 
 import (
@@ -53,10 +56,14 @@ type Pipeline struct {
 
 // Open reads the folder's configs and tokenizer; no weights are read.
 func Open(f *checkpoint.Folder) (*Pipeline, error) {
-	if err := checkWan21(f); err != nil {
+	// The experts first: a two-expert folder that does not add up is
+	// refused before anything else is read, as running it as one
+	// transformer would produce a wrong video without a word.
+	moe, err := readExperts(f)
+	if err != nil {
 		return nil, err
 	}
-	p := &Pipeline{folder: f}
+	p := &Pipeline{folder: f, moe: moe}
 	tc, err := f.Component("tokenizer")
 	if err != nil {
 		return nil, err
@@ -84,9 +91,6 @@ func Open(f *checkpoint.Folder) (*Pipeline, error) {
 		return nil, fmt.Errorf("%s: text_dim %d does not match the text encoder's d_model %d", Transformer, wcfg.TextDim, tcfg.DModel)
 	}
 	p.transformer = wanmodel.New(wcfg)
-	if p.moe, err = readExperts(f); err != nil {
-		return nil, err
-	}
 	if p.moe.two() {
 		p.moe.high = p.transformer
 		if p.moe.low, err = openExpert(f, wcfg); err != nil {
@@ -147,18 +151,26 @@ func rawConfig(f *checkpoint.Folder, name string) ([]byte, error) {
 	return data, nil
 }
 
-// Register declares the three weight components with the executor.
+// weightSource is where a component's weights are read from.
+func (p *Pipeline) weightSource(name string) (residency.Source, error) {
+	c, err := p.folder.Component(name)
+	if err != nil {
+		return nil, err
+	}
+	set, err := c.Weights()
+	if err != nil {
+		return nil, err
+	}
+	return residency.SourceOf(set), nil
+}
+
+// Register declares the pipeline's weight components with the executor.
 func (p *Pipeline) Register(ex *residency.Executor) error {
 	for _, name := range p.weightComponents() {
-		c, err := p.folder.Component(name)
+		src, err := p.weightSource(name)
 		if err != nil {
 			return err
 		}
-		set, err := c.Weights()
-		if err != nil {
-			return err
-		}
-		src := residency.SourceOf(set)
 		var comp *residency.Component
 		switch name {
 		case TextEncoder:

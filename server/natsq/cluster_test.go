@@ -16,7 +16,7 @@ import (
 	"ferry/server/queue"
 )
 
-// twoWorkers is the scenario of issue 21 in goroutines, against any NATS
+// twoWorkers is the lost-worker scenario in goroutines, against any NATS
 // server at url: 20 jobs, workers A and B with their own connections; A
 // stops reporting progress in the middle of its second job (it hangs). Its
 // lease lapses after the stall timeout plus the ack wait, and the job must

@@ -141,7 +141,7 @@ func (w *workerProc) completed() []string {
 	return ids
 }
 
-// TestWorkerProcessKilled is the acceptance scenario of issue 21 with real
+// TestWorkerProcessKilled is the lost-worker scenario with real
 // processes: an embedded server, two worker processes, 20 jobs; one worker
 // is killed (SIGKILL) in the middle of its first job. Its job must be
 // redelivered and complete on the other worker; no job is lost and none
