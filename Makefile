@@ -1,5 +1,7 @@
 # ferry: two commands for a fresh Debian/Ubuntu machine, `make demo` and
-# `make test`. Both install what they need (OpenBLAS when possible).
+# `make test`. Both install what they need: OpenBLAS only where ferry's own
+# GEMM is not the default (no AVX2: arm64, old x86-64) or FERRY_GEMM=openblas
+# asks for it (scripts/ensure-openblas.sh).
 
 GO      ?= go
 BIN     := bin/ferry

@@ -68,6 +68,10 @@ func OpenSet(path string) (*Set, error) {
 		return nil, err
 	}
 	s.finish()
+	if err := s.checkScales(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -148,6 +152,10 @@ func openIndex(path string) (*Set, error) {
 		}
 	}
 	s.finish()
+	if err := s.checkScales(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -203,6 +211,19 @@ func (s *Set) add(f *File, want []string) error {
 
 func (s *Set) finish() {
 	s.names = slices.Sorted(maps.Keys(s.byName))
+}
+
+// checkScales refuses fp8 checkpoints that carry per-tensor scales
+// (ComfyUI's "scaled" fp8 files store NAME.scale_weight beside NAME.weight):
+// the weights would be multiplied unscaled, so they are refused in one
+// line rather than read wrong.
+func (s *Set) checkScales() error {
+	for _, n := range s.names {
+		if n == "scale_weight" || strings.HasSuffix(n, ".scale_weight") {
+			return fmt.Errorf("%s: %s holds a per-tensor fp8 scale (a scaled fp8 checkpoint), which ferry does not apply yet; use the bf16 or fp16 weights", s.path, n)
+		}
+	}
+	return nil
 }
 
 // Path is the file or index the set was opened from.

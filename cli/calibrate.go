@@ -3,7 +3,12 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
 
+	"ferry/backend/cpu"
 	"ferry/hwprofile"
 )
 
@@ -67,6 +72,9 @@ func runCalibrate(e *env, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(c)
 	}
+	if m := p.Machine; m != nil {
+		fmt.Fprintf(e.stdout, "machine %s (flags: %s)\n", m, strings.Join(m.Flags, " "))
+	}
 	for _, g := range p.Gemm {
 		fmt.Fprintf(e.stdout, "gemm %-9s %7.1f GFLOP/s\n", g.Name, g.GFLOPS)
 	}
@@ -111,4 +119,22 @@ func checkpointFigures(p *hwprofile.Profile, dir string, small bool, log func(st
 	}
 	p.SetCheckpoint(f)
 	return nil
+}
+
+var hardwareNoteOnce sync.Once
+
+// noteHardware prints to stderr, once per process, the hardware profile's
+// note (hwprofile.LoadOrDefault's one line on a profile it set aside or
+// cannot place) and a FERRY_CPU value the CPU backend ignored.
+func noteHardware(p hwprofile.Profile) { writeHardwareNote(os.Stderr, p, &hardwareNoteOnce) }
+
+// writeHardwareNote is noteHardware to w, once per once.
+func writeHardwareNote(w io.Writer, p hwprofile.Profile, once *sync.Once) {
+	once.Do(func() {
+		for _, s := range []string{cpu.ISAWarning(), p.Note} {
+			if s != "" {
+				fmt.Fprintf(w, "ferry: note: %s\n", s)
+			}
+		}
+	})
 }

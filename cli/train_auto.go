@@ -113,6 +113,7 @@ func trainPlanning(f *trainFlags, cfg wan.Config) (*planner.Profile, hwprofile.P
 	if err != nil {
 		return nil, hwprofile.Profile{}, req, planner.Budgets{}, asUser(fmt.Errorf("%w (run ferry calibrate again)", err))
 	}
+	noteHardware(hw)
 	// Latent [C, F, H, W] back to the pixels the planner's strides take.
 	req = planner.TrainRequest{Batch: f.batch, Frames: (shape[1]-1)*4 + 1, Height: shape[2] * 8, Width: shape[3] * 8, TextLen: textLen,
 		Full: f.full, LoRARank: f.loraRank, LoRATargets: f.targets, EMA: f.emaDecay > 0}

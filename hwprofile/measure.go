@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -69,7 +67,9 @@ func Measure(opts Options) (Profile, error) {
 	}
 	sz := sizesFor(opts.Small)
 	p := Default()
-	p.Source, p.MeasuredAt, p.CPU, p.Cores = "measured", time.Now().UTC().Format(time.RFC3339), cpuName(), runtime.NumCPU()
+	m := ThisMachine()
+	p.Source, p.MeasuredAt, p.CPU, p.Cores = "measured", time.Now().UTC().Format(time.RFC3339), m.Model, m.Cores
+	p.Machine = &m
 	p.MemoryBytes = MemoryBytes()
 
 	// First, before any probe has freed memory (see measureFirstTouch).
@@ -440,20 +440,6 @@ func readRate(path string, buf []byte) (float64, error) {
 }
 
 func formatMiB(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
-
-// cpuName reads the CPU model from /proc/cpuinfo where there is one.
-func cpuName() string {
-	data, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
-}
 
 func dropFile(path string, n int64) error {
 	f, err := os.Open(path)

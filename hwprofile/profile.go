@@ -16,10 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 
@@ -40,6 +38,15 @@ type Profile struct {
 	MeasuredAt string `json:"measured_at,omitempty"` // RFC 3339
 	CPU        string `json:"cpu,omitempty"`
 	Cores      int    `json:"cores"`
+	// Machine is the machine the figures were measured on; LoadOrDefault
+	// uses them only on the same kind (nil: a profile written before it
+	// was recorded, or the defaults).
+	Machine *Machine `json:"machine,omitempty"`
+	// Note is the one line LoadOrDefault has for the user about where the
+	// figures come from (a profile of another machine set aside, or one
+	// that does not say which machine it is from); "" when there is
+	// nothing to say. Not stored.
+	Note string `json:"-"`
 	// MemoryBytes is the machine's RAM (MemTotal), 0 when unknown. On the
 	// CPU backend the device and host budgets both come out of it.
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
@@ -181,28 +188,37 @@ type GPU struct {
 	PageableH2DGBps float64 `json:"pageable_h2d_gbps"`
 }
 
-// Default is the profile used when nothing was calibrated: conservative
-// figures for a 2-core AVX-512 cloud VM (roughly half of what this class of
-// machine measures when it is not shared; calibrated runs here measured
-// 75-410 GFLOP/s GEMM, 15-140 GFLOP/s attention, 120 GFLOP/s convolution,
-// 17-28 GB/s bf16 upload), scaled by the cores present, with a disk slower
-// than most.
-func Default() Profile {
-	cores := runtime.NumCPU()
-	scale := float64(max(1, min(cores, 64))) / 2 // the figures are for 2 cores
+// Default is the profile used when nothing was calibrated, for this
+// machine's kernels (DefaultFor(ThisMachine())).
+func Default() Profile { return DefaultFor(ThisMachine()) }
+
+// DefaultFor is the profile used on m when nothing was calibrated there.
+// With the AVX-512 kernels: conservative figures for a 2-core AVX-512
+// cloud VM (roughly half of what this class of machine measures when it is
+// not shared; calibrated runs here measured 75-410 GFLOP/s GEMM, 15-140
+// GFLOP/s attention, 120 GFLOP/s convolution, 17-28 GB/s bf16 upload).
+// With the AVX2 ones (or fewer) the compute figures are avx2Rates'. Both
+// are scaled by the cores present, with a disk slower than most.
+func DefaultFor(m Machine) Profile {
+	cores := max(m.Cores, 1)
+	scale := float64(min(cores, 64)) / 2 // the figures are for 2 cores
+	r := avx512Rates
+	if m.Kernels != "avx512" {
+		r = avx2Rates
+	}
 	return Profile{
 		Version:               Version,
 		Source:                "default",
 		Cores:                 cores,
 		MemoryBytes:           MemoryBytes(),
-		Gemm:                  []GemmRate{{Name: "openblas", GFLOPS: 200 * scale}, {Name: "go", GFLOPS: 180 * scale}, {Name: "naive", GFLOPS: 1}},
+		Gemm:                  []GemmRate{{Name: "openblas", GFLOPS: r.openblas * scale}, {Name: "go", GFLOPS: r.goGEMM * scale}, {Name: "naive", GFLOPS: 1}},
 		GemmDefault:           gemm.Best().Name(),
-		AttentionGFLOPS:       60 * scale,
-		AttentionSmallGFLOPS:  25 * scale,
-		ConvGFLOPS:            80 * scale,
-		ConvWideGFLOPS:        90 * scale,
-		ConvMidGFLOPS:         50 * scale,
-		ConvSmallGFLOPS:       8 * scale,
+		AttentionGFLOPS:       r.attention * scale,
+		AttentionSmallGFLOPS:  r.attentionSmall * scale,
+		ConvGFLOPS:            r.conv * scale,
+		ConvWideGFLOPS:        r.convWide * scale,
+		ConvMidGFLOPS:         r.convMid * scale,
+		ConvSmallGFLOPS:       r.convSmall * scale,
 		ConvPanel:             ConvPanelWidth(),
 		MemGBps:               8,
 		OpOverheadUs:          80,
@@ -216,6 +232,36 @@ func Default() Profile {
 		DiskCPU:               0.45,
 		CopyOverlap:           0.3,
 	}
+}
+
+// computeRates are the default compute figures of one kernel level, in
+// GFLOP/s on 2 cores (see Profile for what each measures).
+type computeRates struct {
+	openblas, goGEMM                   float64
+	attention, attentionSmall          float64
+	conv, convWide, convMid, convSmall float64
+}
+
+// avx512Rates: the AVX-512 defaults (see DefaultFor).
+var avx512Rates = computeRates{
+	openblas: 200, goGEMM: 180,
+	attention: 60, attentionSmall: 25,
+	conv: 80, convWide: 90, convMid: 50, convSmall: 8,
+}
+
+// avx2Rates: the AVX2 + FMA defaults. The GEMMs are what issue 23 measured
+// on a quiet 2-core Zen 3 VM with `ferry calibrate --json` (OpenBLAS 141,
+// our Go GEMM's AVX2 kernel 114 GFLOP/s; the peak of two Zen 3 cores'
+// FMAs is about 190-220). Attention and convolutions were not measured
+// there: they are the AVX-512 defaults scaled by the Go GEMMs' ratio,
+// 114/180, since on both kinds they run the Go GEMM's kernel for their
+// products (on an AVX-512 VM under FERRY_CPU=avx2, attention ran at
+// 0.6-1.05x that GEMM and convolutions at 1.1-1.3x, as on AVX-512:
+// BenchmarkAttentionVsGEMM, BenchmarkConvVsGEMM), rounded down.
+var avx2Rates = computeRates{
+	openblas: 141, goGEMM: 114,
+	attention: 38, attentionSmall: 15,
+	conv: 50, convWide: 57, convMid: 31, convSmall: 5,
 }
 
 // ConvPanelWidth is the output channels the default GEMM computes at once
@@ -544,17 +590,4 @@ func Load(path string) (Profile, error) {
 		return Profile{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return p, nil
-}
-
-// LoadOrDefault loads the stored profile, or returns Default when none was
-// saved; found says which. A stored file that does not parse is an error.
-func LoadOrDefault(path string) (p Profile, found bool, err error) {
-	p, err = Load(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Default(), false, nil
-	}
-	if err != nil {
-		return Profile{}, false, err
-	}
-	return p, true, nil
 }

@@ -55,7 +55,10 @@ type Options struct {
 	RSSEvery time.Duration
 	// ComputeDType BF16 keeps GEMM weights bf16 on the device and rounds
 	// activations to bf16 at the GEMM input (float32 accumulation); F32
-	// (the default, also when zero) widens every weight to float32.
+	// (the default, also when zero) multiplies in float32: GEMM weights
+	// stored as bf16, fp16 or fp8 stay so on the device where the CPU
+	// GEMM widens them as it packs them (KeepStored), and are widened to
+	// float32 on the device elsewhere.
 	ComputeDType dtype.DType
 	// SmallPagesFirst maps device and host memory with 4 KiB pages out of
 	// the kernel's fragmented free memory while it lasts, huge pages after
@@ -74,6 +77,20 @@ func DefaultComputeDType() dtype.DType {
 		return dtype.BF16
 	}
 	return dtype.F32
+}
+
+// KeepStored reports which storage dtypes GEMM weights keep on the device
+// (residency.MatrixDeviceType): bf16, fp16 and fp8 wherever the CPU GEMM
+// widens them inside its packing at the fp32 rate (x86-64 with AVX2 and
+// F16C), so an AVX2 machine holds the same bytes as an AVX-512 one. None
+// for dense weights (training: the backward kernels take float32 or bf16
+// matrices only). The planner counts device bytes with the same predicate
+// and rule (planner.keepStored, residency.MatrixDeviceType).
+func KeepStored(dense bool) func(dtype.DType) bool {
+	if dense {
+		return nil
+	}
+	return gemm.Expands
 }
 
 // NewRuntime builds devices under the budget and an executor for the plan.
@@ -115,7 +132,7 @@ func NewRuntime(b Budget, plan *residency.Plan, opt Options) (*Runtime, error) {
 	}
 	rt.Backend, rt.HostBackend, rt.ComputeDType = be, hostBe, matrix
 	ex, err := residency.New(residency.Config{Backend: rt.Backend, HostBackend: rt.HostBackend, Plan: plan, Trace: rt.Trace,
-		Context: rt.ctx, OnBlock: opt.OnBlock, MatrixDType: matrix, Dense: opt.DenseWeights})
+		Context: rt.ctx, OnBlock: opt.OnBlock, MatrixDType: matrix, KeepStored: KeepStored(opt.DenseWeights), Dense: opt.DenseWeights})
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func BenchmarkWanPassVsPrediction(b *testing.B) {
 	cfg := wan.Config1_3B()
 	cfg.NumAttentionHeads, cfg.NumLayers, cfg.FFNDim, cfg.TextDim = 4, 4, 2048, 256
 	p := &Profile{Name: "bench", Compute: dtype.F32, Wan: cfg, Coder: Wan21VAE(),
-		Components: []*ComponentProfile{ComponentFromParams(Transformer, dtype.BF16, cfg.Params())}}
+		Components: []*ComponentProfile{marked(b, ComponentFromParams(Transformer, dtype.BF16, cfg.Params()), cfg.Params(), wan.New(cfg).Component(Transformer, nil))}}
 	req := Request{Batch: 1, Frames: 9, Height: 256, Width: 256, TextLen: 64, Steps: 1}
 	src := newMemSource(cfg.Params(), 3)
 	for _, cp := range []residency.ComponentPlan{{Placement: residency.Resident}, {Placement: residency.Stream, Prefetch: 1}} {
@@ -56,7 +56,7 @@ func BenchmarkWanPassVsPrediction(b *testing.B) {
 func measureWanPasses(b *testing.B, cfg wan.Config, src residency.Source, plan *residency.Plan, req Request) float64 {
 	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
 	g := gemm.Best()
-	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan})
+	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan, KeepStored: keepStored})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -167,7 +167,7 @@ func TestPeakMatchesExecutor(t *testing.T) {
 			passes := activationScript(len(comp.Blocks), 2, &ids{})
 
 			dev, host := cpu.NewDevice(64<<20), cpu.NewDevice(0)
-			ex, err := residency.New(residency.Config{Backend: cpu.New(dev, gemm.Naive{}), HostBackend: cpu.New(host, gemm.Naive{}), Plan: plan})
+			ex, err := residency.New(residency.Config{Backend: cpu.New(dev, gemm.Naive{}), HostBackend: cpu.New(host, gemm.Naive{}), Plan: plan, KeepStored: keepStored})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,7 +235,7 @@ func TestWanPeakMatchesForward(t *testing.T) {
 	cfg.NumAttentionHeads, cfg.AttentionHeadDim, cfg.NumLayers, cfg.FFNDim = 2, 32, 3, 192
 	cfg.TextDim, cfg.FreqDim = 48, 32
 	p := &Profile{Name: "wan-test", Compute: dtype.F32, Wan: cfg, Coder: Wan21VAE(),
-		Components: []*ComponentProfile{ComponentFromParams(Transformer, dtype.BF16, cfg.Params())}}
+		Components: []*ComponentProfile{marked(t, ComponentFromParams(Transformer, dtype.BF16, cfg.Params()), cfg.Params(), wan.New(cfg).Component(Transformer, nil))}}
 	src := newMemSource(cfg.Params(), 2)
 	cases := []struct {
 		run   residency.RunOptions
@@ -279,7 +279,7 @@ func runWan(t *testing.T, cfg wan.Config, src residency.Source, plan *residency.
 	t.Helper()
 	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
 	g := gemm.DefaultGo()
-	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan})
+	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan, KeepStored: keepStored})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,4 +304,17 @@ func runWan(t *testing.T, cfg wan.Config, src residency.Source, plan *residency.
 	}
 	ex.Done(Transformer)
 	return dev.Stats().PeakAllocated
+}
+
+// marked marks c's GEMM weights as comp declares them, as the profile
+// builders do, so that the planner counts them in the dtype the executor
+// keeps them in (keepStored: bf16 as stored where the CPU GEMM widens it).
+func marked(tb testing.TB, c *ComponentProfile, params []residency.ParamSpec, comp *residency.Component) *ComponentProfile {
+	tb.Helper()
+	matrix, err := residency.MatrixWeights(comp)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c.MarkMatrices(params, matrix)
+	return c
 }

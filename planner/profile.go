@@ -2,6 +2,7 @@ package planner
 
 import (
 	"encoding/json"
+	"ferry/backend/cpu/gemm"
 	"fmt"
 	"strings"
 
@@ -101,26 +102,41 @@ func (b BlockProfile) Bytes(dt dtype.DType) int64 {
 	return n
 }
 
-// ComputeBytes is the block's size on the device when GEMM weights take
-// the compute dtype and every other float tensor float32, as the executor
-// lays it out (residency.Config.MatrixDType).
-func (b BlockProfile) ComputeBytes(compute dtype.DType) int64 {
+// keepStored is the storage dtypes an inference runtime keeps GEMM
+// weights in on this machine's device (pipeline.KeepStored(false): the
+// CPU GEMM's expanding packers); training keeps none (dense weights).
+var keepStored = gemm.Expands
+
+// DeviceBytes is the block's size on the device as the executor lays it
+// out: GEMM weights of a checkpoint stored as storage in the dtype
+// residency.MatrixDeviceType gives for compute and keep, every other float
+// tensor float32.
+func (b BlockProfile) DeviceBytes(storage, compute dtype.DType, keep func(dtype.DType) bool) int64 {
+	matrix := int64(residency.MatrixDeviceType(storage, compute, keep).Size())
 	var n int64
 	for i, t := range b.Tensors {
 		size := int64(4)
-		if compute == dtype.BF16 && i < len(b.Matrix) && b.Matrix[i] {
-			size = 2
+		if i < len(b.Matrix) && b.Matrix[i] {
+			size = matrix
 		}
 		n += alignUp(t*size, 64)
 	}
 	return n
 }
 
-// DeviceBytes is the component's weights on the device for a compute dtype.
+// DeviceBytes is the component's weights on the device for a compute
+// dtype, for inference (GEMM weights kept as stored where this CPU's GEMM
+// multiplies them so).
 func (c *ComponentProfile) DeviceBytes(compute dtype.DType) int64 {
+	return c.DeviceBytesKeeping(compute, keepStored)
+}
+
+// DeviceBytesKeeping is DeviceBytes with the kept storage dtypes given
+// (nil: none, as training's dense weights).
+func (c *ComponentProfile) DeviceBytesKeeping(compute dtype.DType, keep func(dtype.DType) bool) int64 {
 	var n int64
 	for _, b := range c.Blocks {
-		n += b.ComputeBytes(compute)
+		n += b.DeviceBytes(c.Storage, compute, keep)
 	}
 	return n
 }

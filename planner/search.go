@@ -171,15 +171,16 @@ func (sr *searcher) kept(comp string, c residency.ComponentPlan) (dev, host int6
 		return arena.Round(n)
 	}
 	for i, b := range prof.Blocks {
+		bytes := b.DeviceBytes(prof.Storage, sr.p.Compute, keepStored)
 		switch c.Placement {
 		case residency.Resident:
-			dev += seg(b.ComputeBytes(sr.p.Compute))
+			dev += seg(bytes)
 		case residency.Stream:
 			if i < c.Persistent {
-				dev += seg(b.ComputeBytes(sr.p.Compute))
+				dev += seg(bytes)
 			}
 		case residency.Host:
-			host += seg(b.ComputeBytes(sr.p.Compute))
+			host += seg(bytes)
 		}
 		if c.FromHostCopy() {
 			host += seg(b.Bytes(prof.Storage))

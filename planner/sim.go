@@ -81,8 +81,12 @@ func (a compStats) minus(b compStats) compStats {
 // sim runs the executor's rules on a clock: the compute thread's Runs and
 // the copy worker's loads, one at a time in queue order.
 type sim struct {
-	hw        hwprofile.Profile
-	compute   dtype.DType // the GEMM weights' device dtype
+	hw      hwprofile.Profile
+	compute dtype.DType // the GEMM weights' device dtype
+	// keep is the storage dtypes GEMM weights keep on the device
+	// (residency.MatrixDeviceType): keepStored for inference, nil for
+	// training's dense weights.
+	keep      func(dtype.DType) bool
 	dev, host *allocModel
 	comps     []*simComp
 	byName    map[string]*simComp
@@ -146,7 +150,7 @@ type liveTensor struct {
 
 func newSim(hw hwprofile.Profile, b Budgets) *sim {
 	s := &sim{hw: hw, dev: newAllocModel(b.DeviceBytes), host: newAllocModel(b.HostBytes),
-		byName: map[string]*simComp{}, live: map[int]liveTensor{}, free: -1}
+		byName: map[string]*simComp{}, live: map[int]liveTensor{}, free: -1, keep: keepStored}
 	if b.FreeBytes > 0 {
 		s.free = b.FreeBytes
 	}
@@ -203,7 +207,7 @@ func (s *sim) register(c *ComponentProfile, plan residency.ComponentPlan, comput
 		sc.weights, sc.acts = s.host, s.host
 	}
 	for i, b := range c.Blocks {
-		sb := &simBlock{comp: sc, index: i, name: b.Name, devBytes: b.ComputeBytes(compute), rawBytes: b.Bytes(c.Storage)}
+		sb := &simBlock{comp: sc, index: i, name: b.Name, devBytes: b.DeviceBytes(c.Storage, compute, s.keep), rawBytes: b.Bytes(c.Storage)}
 		if cap := sc.weights.Capacity; cap > 0 && sb.devBytes > cap {
 			return fmt.Errorf("block %s needs %s but the budget is %s", b.Name, tensor.FormatBytes(sb.devBytes), tensor.FormatBytes(cap))
 		}

@@ -86,6 +86,7 @@ func simulateTraining(p *Profile, hw hwprofile.Profile, plan *residency.Plan, re
 	}
 	pred.Placement, pred.Tier, pred.Prefetch, pred.Persistent = cp.Placement, cp.Tier, cp.Prefetch, cp.Persistent
 	s := newSim(hw, b)
+	s.keep = nil // training keeps its GEMM weights dense: float32 or bf16
 	if req.Full {
 		// ZeRO-Offload: the executor reads the float32 masters.
 		c := *tc
@@ -713,7 +714,7 @@ func (ts *trainSim) fill(pred *TrainPrediction) {
 	pred.PeakDeviceBytes = s.dev.PeakAllocated
 	pred.PeakDeviceReservedBytes = s.dev.PeakReserved
 	pred.PeakHostBytes = s.host.PeakReserved
-	pred.WeightDeviceBytes = ts.p.Component(Transformer).DeviceBytes(ts.k.DType)
+	pred.WeightDeviceBytes = ts.p.Component(Transformer).DeviceBytesKeeping(ts.k.DType, nil)
 	n := ts.trainableParams()
 	pred.TrainableBytes = 4 * n
 	pred.SavedBytes, pred.InputBytes = ts.savedBytes, ts.inputBytes

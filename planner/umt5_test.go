@@ -17,14 +17,14 @@ func TestUMT5PeakMatchesEncode(t *testing.T) {
 	text, _, _ := WanTinyConfigs()
 	text.VocabSize = 512
 	p := &Profile{Name: "umt5-test", Compute: dtype.F32, Text: text,
-		Components: []*ComponentProfile{ComponentFromParams(TextEncoder, dtype.BF16, text.Params())}}
+		Components: []*ComponentProfile{marked(t, ComponentFromParams(TextEncoder, dtype.BF16, text.Params()), text.Params(), umt5.New(text).Component(TextEncoder, nil))}}
 	src := newMemSource(text.Params(), 5)
 	for _, cp := range placements() {
 		t.Run(planName(cp), func(t *testing.T) {
 			req := Request{Batch: 1, TextLen: 40}
 			plan := &residency.Plan{Components: map[string]residency.ComponentPlan{TextEncoder: cp}}
 			dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
-			ex, err := residency.New(residency.Config{Backend: cpu.New(dev, gemm.DefaultGo()), HostBackend: cpu.New(host, gemm.DefaultGo()), Plan: plan})
+			ex, err := residency.New(residency.Config{Backend: cpu.New(dev, gemm.DefaultGo()), HostBackend: cpu.New(host, gemm.DefaultGo()), Plan: plan, KeepStored: keepStored})
 			if err != nil {
 				t.Fatal(err)
 			}

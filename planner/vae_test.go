@@ -35,7 +35,7 @@ func TestVAEPeakMatchesDecode(t *testing.T) {
 				}
 				plan := &residency.Plan{Components: map[string]residency.ComponentPlan{VAE: cp}, Run: run}
 				dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
-				ex, err := residency.New(residency.Config{Backend: cpu.New(dev, gemm.DefaultGo()), HostBackend: cpu.New(host, gemm.DefaultGo()), Plan: plan})
+				ex, err := residency.New(residency.Config{Backend: cpu.New(dev, gemm.DefaultGo()), HostBackend: cpu.New(host, gemm.DefaultGo()), Plan: plan, KeepStored: keepStored})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -49,7 +49,7 @@ func TestVAEPeakMatchesEncode(t *testing.T) {
 				req := Request{Batch: 1, Frames: 13, Height: 96, Width: 128, TextLen: 8, Steps: 1}
 				plan := &residency.Plan{Components: map[string]residency.ComponentPlan{VAE: cp}}
 				dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
-				ex, err := residency.New(residency.Config{Backend: cpu.New(dev, gemm.DefaultGo()), HostBackend: cpu.New(host, gemm.DefaultGo()), Plan: plan})
+				ex, err := residency.New(residency.Config{Backend: cpu.New(dev, gemm.DefaultGo()), HostBackend: cpu.New(host, gemm.DefaultGo()), Plan: plan, KeepStored: keepStored})
 				if err != nil {
 					t.Fatal(err)
 				}

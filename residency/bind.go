@@ -28,7 +28,9 @@ import (
 // The option "matrix" marks a weight used only as the matrix of a GEMM
 // (ops.Linear): when the executor's MatrixDType is BF16 such a weight stays
 // bf16 on the device, halving its bytes and the bytes the GEMM reads, and
-// the GEMM rounds activations to bf16 at its input.
+// the GEMM rounds activations to bf16 at its input; when the backend
+// multiplies its storage dtype as stored (Config.KeepStored: bf16, fp16
+// and fp8 on x86-64 with AVX2), it keeps that dtype (MatrixDeviceType).
 //
 // A field of type *residency.Rows (instead of *tensor.Tensor) is a table that
 // never moves whole: the executor binds a Rows that gathers the rows asked

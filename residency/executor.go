@@ -109,6 +109,11 @@ type Config struct {
 	// MatrixDType is the device dtype of weights tagged "matrix" (GEMM
 	// weights): F32 (the default, also when zero) or BF16.
 	MatrixDType dtype.DType
+	// KeepStored, when set, reports the storage dtypes of GEMM weights
+	// the backend multiplies as stored (16- and 8-bit floats widened inside
+	// the GEMM): such weights keep their storage dtype on the device (see
+	// MatrixDeviceType).
+	KeepStored func(dtype.DType) bool
 	// OnBlock, when set, is called after each block's compute with the
 	// component and block names (progress reporting).
 	OnBlock func(component, block string)
@@ -251,9 +256,7 @@ func (e *Executor) resolve(b *Block) error {
 		}
 		p := param{field: f, info: info, devType: computeType(info.DType)}
 		if f.matrix && info.DType.IsFloat() {
-			if e.cfg.MatrixDType == dtype.BF16 {
-				p.devType = dtype.BF16
-			}
+			p.devType = MatrixDeviceType(info.DType, e.cfg.MatrixDType, e.cfg.KeepStored)
 			if !e.cfg.Dense {
 				p.layout, p.group = e.packing(b.comp, info, p.devType)
 			}
@@ -281,6 +284,27 @@ func (e *Executor) packing(cs *compState, info TensorInfo, dt dtype.DType) (stri
 		return "", 0
 	}
 	return layout, group
+}
+
+// MatrixDeviceType is the device dtype of a GEMM weight stored as stored,
+// under matrix dtype matrix (F32 or BF16) with a backend that multiplies
+// the storage dtypes keep reports (nil: none) as stored. The executor lays
+// blocks out by it and the planner counts their bytes by it. Under BF16
+// every weight of 16 bits or more takes bf16 (the bf16 GEMM's operand);
+// otherwise a kept type stays as stored (fp8 stays fp8 under BF16 too,
+// half the bytes) and the rest is float32 or bf16 as matrix says.
+func MatrixDeviceType(stored, matrix dtype.DType, keep func(dtype.DType) bool) dtype.DType {
+	switch {
+	case !stored.IsFloat():
+		return stored
+	case matrix == dtype.BF16 && stored.Size() >= 2:
+		return dtype.BF16
+	case keep != nil && keep(stored):
+		return stored
+	case matrix == dtype.BF16:
+		return dtype.BF16
+	}
+	return dtype.F32
 }
 
 // computeType is the dtype a stored type is computed in on the device.

@@ -458,16 +458,3 @@ func (be *Backend) ropeRows(d, src []float32, x, cos, sin *tensor.Tensor, row fu
 		}
 	})
 }
-
-// ropeRow rotates every head of one position; d may alias x.
-func ropeRow(d, x []float32, c, s []float64) {
-	half := len(c)
-	for h := 0; h < len(d); h += 2 * half {
-		dd, xx := d[h:h+2*half], x[h:h+2*half]
-		for j := range half {
-			x0, x1 := float64(xx[2*j]), float64(xx[2*j+1])
-			dd[2*j] = float32(x0*c[j] - x1*s[j])
-			dd[2*j+1] = float32(x0*s[j] + x1*c[j])
-		}
-	}
-}

@@ -291,8 +291,8 @@ func (w *bwdWorker) item(bh, g int) error {
 
 // scoreGrads turns dPᵀ into dSᵀ = Pᵀ ∘ (dPᵀ − D) in place: dp and pt hold
 // rows of len(dd) queries, dd the queries' D. (Replaced by assembly on
-// amd64 with AVX-512, attention_backward_amd64.go: as scalar Go it took
-// 6% of the backward.)
+// amd64 with AVX2 or AVX-512, attention_backward_amd64.go: as scalar Go
+// it took 6% of the backward.)
 var scoreGrads = scoreGradsGo
 
 func scoreGradsGo(dp, pt, dd []float32) {
@@ -306,7 +306,7 @@ func scoreGradsGo(dp, pt, dd []float32) {
 }
 
 // dot is the float32 dot product of a and b (len(b) >= len(a)); assembly
-// on amd64 with AVX-512.
+// on amd64 with AVX2 or AVX-512.
 var dot = dotGo
 
 func dotGo(a, b []float32) float32 {

@@ -1,9 +1,8 @@
 package cpu
 
-func init() {
-	if !hasAVX512 {
-		return
-	}
+// installBackward installs k's kernels of the attention backward
+// (asmKernels.install).
+func (k *asmKernels) installBackward() {
 	scoreGrads = func(dp, pt, dd []float32) {
 		cols := len(dd)
 		if cols == 0 || len(dp) < cols {
@@ -11,14 +10,14 @@ func init() {
 		}
 		rows := len(dp) / cols
 		_ = pt[rows*cols-1]
-		scoreGradsAVX512(&dp[0], &pt[0], &dd[0], rows, cols)
+		k.scoreGrads(&dp[0], &pt[0], &dd[0], rows, cols)
 	}
 	dot = func(a, b []float32) float32 {
 		if len(a) == 0 {
 			return 0
 		}
 		_ = b[len(a)-1]
-		return dotAVX512(&a[0], &b[0], len(a))
+		return k.dot(&a[0], &b[0], len(a))
 	}
 }
 

@@ -8,55 +8,59 @@ import (
 	"ferry/tensor"
 )
 
-// TestScoreGrads checks the score-gradient kernel in use (assembly with
-// AVX-512) against the Go one, bit for bit, on rows that are and are not
-// multiples of the vector width.
+// TestScoreGrads checks the score-gradient kernel at each level (assembly
+// with AVX2 and AVX-512) against the Go one, bit for bit, on rows that are
+// and are not multiples of the vector width.
 func TestScoreGrads(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for _, c := range []struct{ rows, cols int }{{1, 1}, {3, 15}, {2, 16}, {4, 17}, {5, 128}, {3, 131}, {0, 7}} {
-		n := c.rows * c.cols
-		dp, pt, dd := make([]float32, n), make([]float32, n), make([]float32, c.cols)
-		for i := range dp {
-			dp[i], pt[i] = float32(rng.NormFloat64()), float32(rng.Float64())
-		}
-		for i := range dd {
-			dd[i] = float32(rng.NormFloat64())
-		}
-		want := append([]float32(nil), dp...)
-		scoreGradsGo(want, pt, dd)
-		scoreGrads(dp, pt, dd)
-		for i := range want {
-			if math.Float32bits(dp[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("%d×%d: element %d = %g, want %g", c.rows, c.cols, i, dp[i], want[i])
+	forEachISA(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		for _, c := range []struct{ rows, cols int }{{1, 1}, {3, 15}, {2, 16}, {4, 17}, {5, 128}, {3, 131}, {0, 7}} {
+			n := c.rows * c.cols
+			dp, pt, dd := make([]float32, n), make([]float32, n), make([]float32, c.cols)
+			for i := range dp {
+				dp[i], pt[i] = float32(rng.NormFloat64()), float32(rng.Float64())
+			}
+			for i := range dd {
+				dd[i] = float32(rng.NormFloat64())
+			}
+			want := append([]float32(nil), dp...)
+			scoreGradsGo(want, pt, dd)
+			scoreGrads(dp, pt, dd)
+			for i := range want {
+				if math.Float32bits(dp[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%d×%d: element %d = %g, want %g", c.rows, c.cols, i, dp[i], want[i])
+				}
 			}
 		}
-	}
+	})
 }
 
-// TestDot checks the dot product in use (assembly with AVX-512) against
-// float64 within the bound of a float32 sum of n products in any order,
-// (n+2)·u·Σ|a·b|, on lengths around the vector widths.
+// TestDot checks the dot product at each level (assembly with AVX2 and
+// AVX-512) against float64 within the bound of a float32 sum of n products
+// in any order, (n+2)·u·Σ|a·b|, on lengths around the vector widths.
 func TestDot(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	const u = 1.0 / (1 << 24)
-	for _, n := range []int{0, 1, 15, 16, 17, 31, 32, 33, 47, 128, 131} {
-		a, b := make([]float32, n), make([]float32, n+3) // b may be longer
-		for i := range b {
-			b[i] = float32(rng.NormFloat64())
+	forEachISA(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		const u = 1.0 / (1 << 24)
+		for _, n := range []int{0, 1, 15, 16, 17, 31, 32, 33, 47, 128, 131} {
+			a, b := make([]float32, n), make([]float32, n+3) // b may be longer
+			for i := range b {
+				b[i] = float32(rng.NormFloat64())
+			}
+			var want, mag float64
+			for i := range a {
+				a[i] = float32(rng.NormFloat64())
+				want += float64(a[i]) * float64(b[i])
+				mag += math.Abs(float64(a[i]) * float64(b[i]))
+			}
+			if got := dot(a, b); math.Abs(float64(got)-want) > float64(n+2)*u*mag {
+				t.Errorf("n=%d: dot = %g, want %g", n, got, want)
+			}
+			if n > 0 && dot(a, b) == 0 && want != 0 {
+				t.Errorf("n=%d: dot is 0", n)
+			}
 		}
-		var want, mag float64
-		for i := range a {
-			a[i] = float32(rng.NormFloat64())
-			want += float64(a[i]) * float64(b[i])
-			mag += math.Abs(float64(a[i]) * float64(b[i]))
-		}
-		if got := dot(a, b); math.Abs(float64(got)-want) > float64(n+2)*u*mag {
-			t.Errorf("n=%d: dot = %g, want %g", n, got, want)
-		}
-		if n > 0 && dot(a, b) == 0 && want != 0 {
-			t.Errorf("n=%d: dot is 0", n)
-		}
-	}
+	})
 }
 
 // TestAttentionBackwardPaths runs one backward (small tiles, so a head

@@ -12,9 +12,9 @@ import (
 //
 // SiLU, GELUTanh, Sigmoid, Tanh and Exp (the transcendentals a transformer
 // runs on whole activations) are built from the forward's sigmoid and exp
-// rows, the AVX-512 kernels where the CPU has them, a chunk at a time: see
-// logisticGrads. The others are evaluated in float64 and rounded once, like
-// the forwards.
+// rows, the AVX2 or AVX-512 kernels where the CPU has them, a chunk at a
+// time: see logisticGrads. The others are evaluated in float64 and rounded
+// once, like the forwards.
 func (be *Backend) UnaryBackward(dx, dy, x *tensor.Tensor, op tensor.UnaryOp) error {
 	d, g, err := be.unaryArgs(dx, dy)
 	if err != nil {

@@ -21,11 +21,22 @@ import (
 //
 // and the real ones: the Go GEMM and OpenBLAS where it loads.
 func benchGEMMs() []gemm.Impl {
-	impls := []gemm.Impl{nullGEMM{}, gemm.DefaultGo()}
+	impls := []gemm.Impl{nullGEMM{}, benchGo()}
 	if o, err := gemm.OpenBLAS(); err == nil {
 		impls = append(impls, o)
 	}
 	return impls
+}
+
+// benchGo is the Go GEMM with the kernel of the level the other kernels
+// run at: under FERRY_CPU=avx2 on an AVX-512 machine, the AVX2 one, so
+// that attention and convolutions are timed against the GEMM an AVX2
+// machine runs (whatever gemm.DefaultGo makes of the variable).
+func benchGo() *gemm.Go {
+	if g, err := gemm.NewGoKernel(nil, cpu.KernelISA()); err == nil {
+		return g
+	}
+	return gemm.DefaultGo()
 }
 
 // nullGEMM leaves C as it is.
@@ -327,7 +338,7 @@ func BenchmarkLayout(b *testing.B) {
 // K = N = 1536, weights packed once): "ratio" is attention's throughput
 // over the GEMM's, the goal's ">= 70% of GEMM throughput".
 func BenchmarkAttentionVsGEMM(b *testing.B) {
-	g := gemm.DefaultGo()
+	g := benchGo()
 	for _, c := range []struct{ l, d int }{{1280, 128}, {4096, 128}, {8192, 128}, {1280, 64}, {4096, 64}, {8192, 64}} {
 		b.Run(fmt.Sprintf("L=%d/D=%d", c.l, c.d), func(b *testing.B) {
 			x := newBench(b, g)
@@ -342,6 +353,30 @@ func BenchmarkAttentionVsGEMM(b *testing.B) {
 			}}
 			a, w, y := x.rand(l, 1536).F32(), x.rand(1536, 1536).F32(), x.empty(l, 1536).F32()
 			gemmtest.Paired(b, attn, gemmtest.Linear(b, "gemm", g, l, 1536, 1536, a, w, y))
+		})
+	}
+}
+
+// BenchmarkConvVsGEMM times the Wan VAE's 3×3×3 convolution (as
+// BenchmarkConv3d) pair by pair against the fp32 GEMM of a Linear over as
+// many rows as the convolution has output positions (K = N = 1536,
+// weights packed once): "ratio" is the convolution's throughput over the
+// GEMM's, the ">= 0.6x the GEMM".
+func BenchmarkConvVsGEMM(b *testing.B) {
+	g := benchGo()
+	for _, c := range []int{96, 384} {
+		b.Run(fmt.Sprintf("C=%d", c), func(b *testing.B) {
+			x := newBench(b, g)
+			in, w, bias := x.rand(1, c, 4, 60, 104), x.rand(c, c, 3, 3, 3), x.rand(c)
+			out := x.empty(1, c, 2, 60, 104)
+			positions := out.Len() / c
+			conv := gemmtest.Side{Name: "conv", Flops: 2 * float64(c*c*27) * float64(positions), Run: func() {
+				if err := x.be.Conv(out, in, w, bias, []int{1, 1, 1}, []int{0, 1, 1}); err != nil {
+					b.Fatal(err)
+				}
+			}}
+			a, wt, y := x.rand(positions, 1536).F32(), x.rand(1536, 1536).F32(), x.empty(positions, 1536).F32()
+			gemmtest.Paired(b, conv, gemmtest.Linear(b, "gemm", g, positions, 1536, 1536, a, wt, y))
 		})
 	}
 }

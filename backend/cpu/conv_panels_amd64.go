@@ -1,16 +1,14 @@
 package cpu
 
-func init() {
-	if !hasAVX512 {
-		return
-	}
+// installConv installs k's panel gather (asmKernels.install).
+func (k *asmKernels) installConv() {
 	gatherPanel = func(dst, x []float32, tab []tapRun, runs, plane, r0, steps, kvol, rows int) {
 		if steps == 0 || rows == 0 {
 			return
 		}
 		_ = dst[steps*rows-1]
 		_ = tab[kvol*runs-1]
-		gatherPanelAVX512(&dst[0], &x[0], &tab[0], runs, plane, r0/kvol, r0%kvol, steps, kvol, rows)
+		k.gatherPanel(&dst[0], &x[0], &tab[0], runs, plane, r0/kvol, r0%kvol, steps, kvol, rows)
 	}
 }
 

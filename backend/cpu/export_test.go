@@ -35,3 +35,16 @@ func (exactGEMM) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []floa
 		}
 	}
 }
+
+// UseKernels installs the named level's kernels ("generic", "avx2",
+// "avx512") for an external test and returns the function that puts back
+// the ones installed before; ok is false where this CPU cannot run them.
+func UseKernels(name string) (restore func(), ok bool) {
+	l, err := parseISACap(name)
+	if err != nil || l > detectedISA() {
+		return func() {}, false
+	}
+	prev := installedISA
+	installKernels(l)
+	return func() { installKernels(prev) }, true
+}

@@ -14,11 +14,12 @@ import (
 // spread over the pool one per worker instead.
 const bigGEMM = 1 << 22
 
-// Linear sets dst[..., N] = x[..., K] · w[N, K]ᵀ + bias[N]. w may be F32 or
-// BF16. With BF16 weights and compute dtype F32 (the default) the result
-// is that of the weights widened exactly; with compute dtype BF16 (see
-// SetComputeDType) x is rounded to bf16 too and the bf16 GEMM runs. A
-// weight packed by PackRows is read packed (the same sums as dense).
+// Linear sets dst[..., N] = x[..., K] · w[N, K]ᵀ + bias[N]. w may be F32,
+// BF16, F16, F8_E4M3 or F8_E5M2. With 16- and 8-bit weights the result is
+// that of the weights widened exactly and multiplied in float32, except
+// BF16 weights under compute dtype BF16 (see SetComputeDType): x is then
+// rounded to bf16 too and the bf16 GEMM runs. A weight packed by PackRows
+// is read packed (the same sums as dense).
 func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 	if w == nil || x == nil || dst == nil {
 		return fmt.Errorf("cpu: linear with nil tensor")
@@ -40,18 +41,17 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 		m = dst.Len() / max(n, 1)
 	}
 	var ws []float32
-	var wb []uint16
+	var wr []byte // a dense 16- or 8-bit weight's raw bytes
 	var packed linearPacked
 	switch {
 	case w.Layout() != "":
 		if packed, err = be.packedLinear(w, xs, m); err != nil {
 			return err
 		}
-	case w.DType() == dtype.BF16:
-		if _, err := hostData("weight", w); err != nil {
+	case narrowFloat(w.DType()):
+		if wr, err = hostData("weight", w); err != nil {
 			return err
 		}
-		wb = w.U16()
 	default:
 		if ws, err = f32("weight", w); err != nil {
 			return err
@@ -80,16 +80,26 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 		if err := packed(d, beta); err != nil {
 			return fmt.Errorf("cpu: linear %v · %vᵀ: %w", x, w, err)
 		}
-	case wb == nil:
+	case wr == nil:
 		be.gemm.Sgemm(false, true, m, n, k, 1, xs, k, ws, k, beta, d, n)
-	case be.compute == dtype.BF16:
-		if err := be.bf16.GemmBF16(m, n, k, xs, k, wb, k, beta, d, n); err != nil {
+	case be.compute == dtype.BF16 && w.DType() == dtype.BF16:
+		if err := be.bf16.GemmBF16(m, n, k, xs, k, w.U16(), k, beta, d, n); err != nil {
 			return fmt.Errorf("cpu: linear %v · %vᵀ: %w", x, w, err)
 		}
 	default:
-		be.linearWidened(d, xs, wb, m, n, k, beta)
+		be.linearWidened(d, xs, wr, w.DType(), m, n, k, beta)
 	}
 	return nil
+}
+
+// narrowFloat reports whether dt is a 16- or 8-bit float type Linear
+// multiplies as stored.
+func narrowFloat(dt dtype.DType) bool {
+	switch dt {
+	case dtype.BF16, dtype.F16, dtype.F8E4M3, dtype.F8E5M2:
+		return true
+	}
+	return false
 }
 
 // widenRows is the number of weight rows (output columns) widened to
@@ -99,10 +109,12 @@ func widenRows(k int) int { return max(32, (1<<20)/max(k, 1)/32*32) }
 
 var widenPool sync.Pool
 
-// linearWidened computes d = xs·wᵀ + beta·d for bf16 weights in float32: a
-// chunk of weight rows at a time is widened exactly into scratch and
-// multiplied by the fp32 GEMM into its columns of d.
-func (be *Backend) linearWidened(d, xs []float32, wb []uint16, m, n, k int, beta float32) {
+// linearWidened computes d = xs·wᵀ + beta·d in float32 for a dense weight
+// of a narrow float type dt (raw bytes wr; shapes PackRows does not pack):
+// a chunk of weight rows at a time is widened exactly into scratch, with
+// the GEMM's vectorised expanding packers, and multiplied by the fp32 GEMM
+// into its columns of d.
+func (be *Backend) linearWidened(d, xs []float32, wr []byte, dt dtype.DType, m, n, k int, beta float32) {
 	rows := min(n, widenRows(k))
 	sp, _ := widenPool.Get().(*[]float32)
 	if sp == nil || cap(*sp) < rows*k {
@@ -110,14 +122,14 @@ func (be *Backend) linearWidened(d, xs []float32, wb []uint16, m, n, k int, beta
 		sp = &s
 	}
 	defer widenPool.Put(sp)
+	size := dt.Size()
 	for j0 := 0; j0 < n; j0 += rows {
 		nb := min(rows, n-j0)
 		scratch := (*sp)[:nb*k]
-		src := wb[j0*k : (j0+nb)*k]
-		be.pool.For(len(scratch), grainStream, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				scratch[i] = dtype.BF16ToF32(src[i])
-			}
+		src := wr[j0*k*size : (j0+nb)*k*size]
+		be.pool.For(len(scratch)/16+1, grainStream/16, func(lo, hi int) {
+			lo, hi = min(16*lo, len(scratch)), min(16*hi, len(scratch))
+			_ = gemm.Widen(scratch[lo:hi], src[lo*size:hi*size], dt, 1) // dt is narrow: no error
 		})
 		be.gemm.Sgemm(false, true, m, nb, k, 1, xs, k, scratch, k, beta, d[j0:], n)
 	}

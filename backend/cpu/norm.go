@@ -87,44 +87,13 @@ func normParams(w, b *tensor.Tensor, n int) ([]float32, []float32, error) {
 }
 
 func meanVar(x []float32) (mean, variance float64) {
-	var s float64
-	for _, v := range x {
-		s += float64(v)
-	}
-	mean = s / float64(len(x))
-	var q float64
-	for _, v := range x {
-		c := float64(v) - mean
-		q += c * c
-	}
-	return mean, q / float64(len(x))
+	mean = sumF64(x) / float64(len(x))
+	return mean, sqDevF64(x, mean) / float64(len(x))
 }
 
 func layerNormRow(d, x, w, b []float32, eps float64) {
 	mean, variance := meanVar(x)
-	rstd := 1 / math.Sqrt(variance+eps)
-	x = x[:len(d)]
-	switch {
-	case w != nil && b != nil:
-		w, b = w[:len(d)], b[:len(d)]
-		for i, v := range x {
-			d[i] = float32((float64(v)-mean)*rstd*float64(w[i]) + float64(b[i]))
-		}
-	case w != nil:
-		w = w[:len(d)]
-		for i, v := range x {
-			d[i] = float32((float64(v) - mean) * rstd * float64(w[i]))
-		}
-	case b != nil:
-		b = b[:len(d)]
-		for i, v := range x {
-			d[i] = float32((float64(v)-mean)*rstd + float64(b[i]))
-		}
-	default:
-		for i, v := range x {
-			d[i] = float32((float64(v) - mean) * rstd)
-		}
-	}
+	normRow(d, x, w, b, mean, 1/math.Sqrt(variance+eps), 0, false)
 }
 
 // RMSNorm sets dst = x / sqrt(mean(x²) + eps) * w over the last dimension
@@ -207,23 +176,11 @@ func channelNorm(d, x, w, acc, r []float32, c, pos, p0 int, eps float64) {
 	}
 }
 
+// rmsNormRow: x - 0 is x exactly, so normRow with mean 0 is x·r·w.
 func rmsNormRow(d, x, w []float32, eps float64) {
 	x = x[:len(d)]
-	var q float64
-	for _, v := range x {
-		q += float64(v) * float64(v)
-	}
-	r := 1 / math.Sqrt(q/float64(len(x))+eps)
-	if w == nil {
-		for i, v := range x {
-			d[i] = float32(float64(v) * r)
-		}
-		return
-	}
-	w = w[:len(d)]
-	for i, v := range x {
-		d[i] = float32(float64(v) * r * float64(w[i]))
-	}
+	r := 1 / math.Sqrt(sqDevF64(x, 0)/float64(len(x))+eps)
+	normRow(d, x, w, nil, 0, r, 0, false)
 }
 
 // GroupNorm normalises x [N, C, spatial...] over groups of C/groups channels
@@ -270,8 +227,5 @@ func (be *Backend) GroupNorm(dst, x, w, b *tensor.Tensor, groups int, eps float3
 
 // affineRow sets d = (x - mean)·scale + shift in float64.
 func affineRow(d, x []float32, mean, scale, shift float64) {
-	x = x[:len(d)]
-	for i, v := range x {
-		d[i] = float32((float64(v)-mean)*scale + shift)
-	}
+	normRow(d, x, nil, nil, mean, scale, shift, true)
 }

@@ -13,18 +13,41 @@ import (
 // GEMM weights packed at upload (tensor.MatrixPacker). A weight is packed
 // into its GEMM's panel layout when the executor moves it to the device,
 // so that no product packs it again: a bf16 weight under compute dtype
-// bf16 for the bf16 GEMM, an fp32 weight for the Go fp32 GEMM (OpenBLAS
-// packs its own operands; weights stay dense for it). Only shapes whose
-// packing takes exactly the weight's bytes are packed (whole panels of
-// output rows, an even K for bf16: every DiT and T5 Linear), so block
-// sizes, and the planner's predictions of them, do not change.
+// bf16 for the bf16 GEMM where the CPU has its AVX512-BF16 kernel, an fp32
+// weight for the Go fp32 GEMM (OpenBLAS packs its own operands; weights
+// stay dense for it), and a bf16, fp16 or fp8 weight otherwise in its own
+// dtype for the Go fp32 GEMM's expanding packers (gemm.Stored: widened to
+// float32 panel by panel inside each product), wherever the CPU runs them
+// at the fp32 rate (AVX2 + F16C). Only shapes whose packing takes exactly
+// the weight's bytes are packed (whole panels of output rows, an even K
+// for bf16 pairs: every DiT and T5 Linear), so block sizes, and the
+// planner's predictions of them, do not change.
 
 var _ tensor.MatrixPacker = (*Backend)(nil)
 
-// bf16Packer is the bf16 GEMM when it packs weights and computes.
+// bf16Packer is the bf16 GEMM when it packs weights and computes: under
+// compute dtype bf16, with a kernel faster than the fp32 one (a portable
+// bf16 kernel is a scalar loop: bf16 weights then take the expanding
+// fp32 path, which multiplies the activations unrounded).
 func (be *Backend) bf16Packer() (gemm.BF16Packer, bool) {
 	p, ok := be.bf16.(gemm.BF16Packer)
-	return p, ok && be.compute == dtype.BF16
+	if !ok || be.compute != dtype.BF16 {
+		return nil, false
+	}
+	if g, isGo := p.(*gemm.GoBF16); isGo && g.Kernel() == "portable" && be.expander().Expands(dtype.BF16) {
+		return nil, false
+	}
+	return p, true
+}
+
+// expander is the Go fp32 GEMM that multiplies weights kept in a 16- or
+// 8-bit dtype: the backend's GEMM when it is the Go one, else the
+// process-wide one (OpenBLAS has no such product).
+func (be *Backend) expander() *gemm.Go {
+	if g, ok := be.gemm.(*gemm.Go); ok {
+		return g
+	}
+	return gemm.DefaultGo()
 }
 
 // f32Packer is the fp32 GEMM when it packs weights.
@@ -45,12 +68,29 @@ func (be *Backend) layoutOf(dt dtype.DType) (string, int) {
 		if p, ok := be.f32Packer(); ok {
 			return p.Layout(), p.PanelWidth()
 		}
+		return "", 0
+	}
+	if g := be.expander(); g.Expands(dt) {
+		return g.StoredLayout(dt), g.PanelWidth()
 	}
 	return "", 0
 }
 
+// storedPacked says whether weights of dtype dt are packed for the
+// expanding fp32 GEMM (not for the bf16 one, nor fp32 panels).
+func (be *Backend) storedPacked(dt dtype.DType) bool {
+	if dt == dtype.F32 {
+		return false
+	}
+	_, bf16 := be.bf16Packer()
+	return !(dt == dtype.BF16 && bf16) && be.expander().Expands(dt)
+}
+
 // packedBytes is the size of an n×k weight of dtype dt packed.
 func (be *Backend) packedBytes(dt dtype.DType, n, k int) int64 {
+	if be.storedPacked(dt) {
+		return int64(be.expander().StoredBytes(dt, n, k))
+	}
 	if dt == dtype.BF16 {
 		p, _ := be.bf16Packer()
 		return 4 * int64(p.PackedWords(n, k))
@@ -93,12 +133,17 @@ func (be *Backend) PackRows(dst *tensor.Tensor, raw []byte, src dtype.DType, r0 
 		return fmt.Errorf("cpu: pack rows of %v: %w", dst, err)
 	}
 	defer done()
-	if dst.DType() == dtype.BF16 {
+	switch {
+	case be.storedPacked(dst.DType()):
+		g, dt := be.expander(), dst.DType()
+		start := r0 / nr * g.StoredBytes(dt, nr, k)
+		_, err = g.PackStored(dst.Raw()[start:start+g.StoredBytes(dt, rows, k)], dt, rows, k, w, k)
+	case dst.DType() == dtype.BF16:
 		p, _ := be.bf16Packer()
 		words := unsafe.Slice((*uint32)(dst.Ptr()), dst.Bytes()/4)
 		start := r0 / nr * p.PackedWords(nr, k)
 		_, err = p.PackWeights(words[start:start+p.PackedWords(rows, k)], rows, k, unsafe.Slice((*uint16)(unsafe.Pointer(&w[0])), rows*k), k)
-	} else {
+	default:
 		p, _ := be.f32Packer()
 		start := r0 / nr * p.PackedLen(nr, k)
 		_, err = p.PackB(dst.F32()[start:start+p.PackedLen(rows, k)], true, rows, k, unsafe.Slice((*float32)(unsafe.Pointer(&w[0])), rows*k), k)
@@ -153,6 +198,14 @@ func (be *Backend) packedLinear(w *tensor.Tensor, xs []float32, m int) (linearPa
 		return nil, fmt.Errorf("cpu: weight %v has no storage", w)
 	}
 	n, k := w.Dim(0), w.Dim(1)
+	if be.storedPacked(w.DType()) {
+		g := be.expander()
+		sw, err := g.StoredView(w.DType(), w.Raw(), n, k)
+		if err != nil {
+			return nil, fmt.Errorf("cpu: linear: %w", err)
+		}
+		return func(d []float32, beta float32) error { return g.SgemmStored(m, xs, k, sw, beta, d, n) }, nil
+	}
 	if w.DType() == dtype.BF16 {
 		p, _ := be.bf16Packer()
 		pw, err := p.PackedView(unsafe.Slice((*uint32)(w.Ptr()), w.Bytes()/4), n, k)

@@ -1,10 +1,14 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"ferry/tensor"
+)
 
 // Row kernels of the online softmax. Each has a portable Go version here;
-// on amd64 with AVX-512 the exported-to-package variables below are
-// replaced by assembly (simd_amd64.go).
+// on amd64 with AVX2 or AVX-512 the package variables below are replaced
+// by assembly (installArchKernels, simd_amd64.go).
 var (
 	// rowMax returns the largest of init and the elements of s.
 	rowMax = rowMaxGo
@@ -102,4 +106,18 @@ func addRowGo(dst, src []float32) {
 	for i, x := range src {
 		dst[i] += x
 	}
+}
+
+// installGoKernels points every kernel variable at its portable Go
+// version, the state installArchKernels starts from.
+func installGoKernels() {
+	rowMax, expShift, scaleRow, addRow = rowMaxGo, expShiftGo, scaleRowGo, addRowGo
+	sqAcc, mulScale, colMax, expCols = sqAccGo, mulScaleGo, colMaxGo, expColsGo
+	gatherPanel, scoreGrads, dot = gatherPanelGo, scoreGradsGo, dotGo
+	sumF64, sqDevF64, normRow, ropeRow = sumF64Go, sqDevF64Go, normRowGo, ropeRowGo
+	unaryRows[tensor.SiLU] = siluRow
+	unaryRows[tensor.GELUTanh] = geluTanhRow
+	unaryRows[tensor.Sigmoid] = sigmoidRow
+	unaryRows[tensor.Exp] = expRow
+	unaryRows[tensor.ReLU] = reluRow
 }

@@ -6,71 +6,121 @@ import (
 	"ferry/tensor"
 )
 
-// hasAVX512 selects the assembly kernels in simd_amd64.s (AVX-512 F is all
-// they use).
-var hasAVX512 = cpu.X86.HasAVX512F
+// detectedISA is the best level whose kernels the CPU and OS run: AVX-512 F
+// is all simd_amd64.s uses, AVX2 and FMA all simd_avx2_amd64.s does
+// (x/sys/cpu reports AVX-512 only where the OS saves the zmm state).
+func detectedISA() isaLevel {
+	switch {
+	case cpu.X86.HasAVX512F:
+		return isaAVX512
+	case cpu.X86.HasAVX2 && cpu.X86.HasFMA:
+		return isaAVX2
+	}
+	return isaGeneric
+}
 
-func init() {
-	if !hasAVX512 {
-		return
+// installArchKernels installs level l's assembly kernels over the Go ones.
+func installArchKernels(l isaLevel) {
+	switch l {
+	case isaAVX512:
+		avx512Kernels.install()
+	case isaAVX2:
+		avx2Kernels.install()
 	}
-	rowMax = func(s []float32, init float32) float32 {
-		if len(s) == 0 {
-			return init
-		}
-		return rowMaxAVX512(&s[0], len(s), init)
+	// The float64 row kernels have only an AVX2 version, which AVX-512
+	// CPUs run as well.
+	if l >= isaAVX2 && cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		installRowsF64()
 	}
-	expShift = func(s []float32, m float32) float32 {
-		if len(s) == 0 {
-			return 0
-		}
-		return expShiftAVX512(&s[0], len(s), m)
-	}
-	scaleRow = func(s []float32, c float32) {
-		if len(s) > 0 {
-			scaleRowAVX512(&s[0], len(s), c)
-		}
-	}
-	addRow = func(dst, src []float32) {
-		if len(dst) > 0 {
-			_ = src[len(dst)-1]
-			addRowAVX512(&dst[0], &src[0], len(dst))
-		}
-	}
-	sqAcc = func(acc, x []float32) {
-		if len(acc) > 0 {
-			_ = x[len(acc)-1]
-			sqAccAVX512(&acc[0], &x[0], len(acc))
-		}
-	}
-	mulScale = func(d, x, r []float32, c float32) {
-		if len(d) > 0 {
-			_, _ = x[len(d)-1], r[len(d)-1]
-			mulScaleAVX512(&d[0], &x[0], &r[0], len(d), c)
-		}
-	}
-	colMax = func(mx, s []float32) {
-		if rows := len(s) / max(len(mx), 1); rows > 0 && len(mx) > 0 {
-			colMaxAVX512(&mx[0], &s[0], rows, len(mx))
-		}
-	}
-	expCols = func(s, mx, sum []float32) {
-		if rows := len(s) / max(len(mx), 1); rows > 0 && len(mx) > 0 {
-			_ = sum[len(mx)-1]
-			expColsAVX512(&s[0], &mx[0], &sum[0], rows, len(mx))
-		}
-	}
+}
+
+// asmKernels is one level's set of assembly kernels, each the pointer
+// form of the package variable of the same name (simd.go, conv_panels.go,
+// attention_backward.go).
+type asmKernels struct {
+	rowMax      func(s *float32, n int, init float32) float32
+	expShift    func(s *float32, n int, m float32) float32
+	colMax      func(mx, s *float32, rows, cols int)
+	expCols     func(s, mx, sum *float32, rows, cols int)
+	scaleRow    func(s *float32, n int, c float32)
+	addRow      func(dst, src *float32, n int)
+	sqAcc       func(acc, x *float32, n int)
+	mulScale    func(d, x, r *float32, n int, c float32)
+	unary       map[tensor.UnaryOp]func(d, x *float32, n int)
+	gatherPanel func(dst, x *float32, tab *tapRun, runs, plane, ch, tap, steps, kvol, rows int)
+	scoreGrads  func(dp, pt, dd *float32, rows, cols int)
+	dot         func(a, b *float32, n int) float32
+}
+
+var avx512Kernels = asmKernels{
+	rowMax: rowMaxAVX512, expShift: expShiftAVX512, colMax: colMaxAVX512, expCols: expColsAVX512,
+	scaleRow: scaleRowAVX512, addRow: addRowAVX512, sqAcc: sqAccAVX512, mulScale: mulScaleAVX512,
 	// The float32 vector versions of these are within a few ulps of the
 	// exact values (simd_test.go measures them), as PyTorch's are.
-	for op, f := range map[tensor.UnaryOp]func(d, x *float32, n int){
+	unary: map[tensor.UnaryOp]func(d, x *float32, n int){
 		tensor.SiLU:     siluAVX512,
 		tensor.GELUTanh: geluTanhAVX512,
 		tensor.Sigmoid:  sigmoidAVX512,
 		tensor.Exp:      expAVX512,
 		tensor.ReLU:     reluAVX512,
-	} {
+	},
+	gatherPanel: gatherPanelAVX512, scoreGrads: scoreGradsAVX512, dot: dotAVX512,
+}
+
+// install points the package's kernel variables at k's kernels, checking
+// the slice bounds the assembly cannot.
+func (k *asmKernels) install() {
+	rowMax = func(s []float32, init float32) float32 {
+		if len(s) == 0 {
+			return init
+		}
+		return k.rowMax(&s[0], len(s), init)
+	}
+	expShift = func(s []float32, m float32) float32 {
+		if len(s) == 0 {
+			return 0
+		}
+		return k.expShift(&s[0], len(s), m)
+	}
+	scaleRow = func(s []float32, c float32) {
+		if len(s) > 0 {
+			k.scaleRow(&s[0], len(s), c)
+		}
+	}
+	addRow = func(dst, src []float32) {
+		if len(dst) > 0 {
+			_ = src[len(dst)-1]
+			k.addRow(&dst[0], &src[0], len(dst))
+		}
+	}
+	sqAcc = func(acc, x []float32) {
+		if len(acc) > 0 {
+			_ = x[len(acc)-1]
+			k.sqAcc(&acc[0], &x[0], len(acc))
+		}
+	}
+	mulScale = func(d, x, r []float32, c float32) {
+		if len(d) > 0 {
+			_, _ = x[len(d)-1], r[len(d)-1]
+			k.mulScale(&d[0], &x[0], &r[0], len(d), c)
+		}
+	}
+	colMax = func(mx, s []float32) {
+		if rows := len(s) / max(len(mx), 1); rows > 0 && len(mx) > 0 {
+			k.colMax(&mx[0], &s[0], rows, len(mx))
+		}
+	}
+	expCols = func(s, mx, sum []float32) {
+		if rows := len(s) / max(len(mx), 1); rows > 0 && len(mx) > 0 {
+			_ = sum[len(mx)-1]
+			k.expCols(&s[0], &mx[0], &sum[0], rows, len(mx))
+		}
+	}
+	for op, f := range k.unary {
 		unaryRows[op] = vectorRow(f)
 	}
+	k.installConv()
+	k.installBackward()
 }
 
 // vectorRow adapts an assembly kernel to a row function.

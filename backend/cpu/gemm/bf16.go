@@ -38,6 +38,9 @@ type GoBF16 struct {
 	pool   *parallel.Pool
 	kern   *bf16Kernel
 	layout string // names PackWeights' layout (see Layout)
+	// wide is the fp32 GEMM the expand kernel multiplies with (nil for
+	// the others).
+	wide *Go
 
 	mu   sync.Mutex
 	free []*bf16Workspace
@@ -55,6 +58,9 @@ type bf16Kernel struct {
 	// kc pairs of K per block (the B micro-panel, 4·kc·nr bytes, stays in
 	// L1), mc rows per packed A block (L2), nc columns per B block (L3).
 	kc, mc, nc int
+	// expand, for the expand kernel (bf16_expand.go), is the fp32 kernel
+	// it runs; byRows is then unused.
+	expand *kernel
 }
 
 // portableBF16Kernel is plain Go: the fallback without AVX512-BF16, and
@@ -62,11 +68,15 @@ type bf16Kernel struct {
 var portableBF16Kernel = &bf16Kernel{name: "portable", mr: 4, nr: 16, kc: 128, mc: 64, nc: 1024}
 
 func bf16Kernels() []*bf16Kernel {
-	return append(archBF16Kernels(), portableBF16Kernel)
+	ks := archBF16Kernels()
+	if e := expandBF16Kernel(); e != nil {
+		ks = append(ks, e)
+	}
+	return append(ks, portableBF16Kernel)
 }
 
 // BF16Kernels names the bf16 micro-kernels this CPU runs, fastest first
-// ("avx512bf16", "portable").
+// ("avx512bf16", "expand", "portable").
 func BF16Kernels() []string {
 	var names []string
 	for _, kn := range bf16Kernels() {
@@ -96,7 +106,11 @@ func newGoBF16(pool *parallel.Pool, kn *bf16Kernel) *GoBF16 {
 	if pool == nil {
 		pool = parallel.Default()
 	}
-	return &GoBF16{pool: pool, kern: kn, layout: fmt.Sprintf("bf16-panels/%s/%d", kn.name, kn.nr)}
+	g := &GoBF16{pool: pool, kern: kn, layout: fmt.Sprintf("bf16-panels/%s/%d", kn.name, kn.nr)}
+	if kn.expand != nil {
+		g.wide = newGo(pool, kn.expand)
+	}
+	return g
 }
 
 var (
@@ -111,12 +125,14 @@ func DefaultBF16() *GoBF16 {
 }
 
 // AvailableBF16 lists the bf16 implementations usable here: "go-bf16"
-// (with its AVX512-BF16 kernel where the CPU has one, else portable Go).
+// (with its AVX512-BF16 kernel where the CPU has one, else the expand
+// kernel where it has AVX2 and F16C, else portable Go).
 func AvailableBF16() []BF16Impl { return []BF16Impl{DefaultBF16()} }
 
 // HasBF16Kernel reports whether the CPU runs the AVX512-BF16 kernel, the
-// case where compute dtype bf16 is faster than fp32.
-func HasBF16Kernel() bool { return bf16Kernels()[0] != portableBF16Kernel }
+// case where compute dtype bf16 is faster than fp32 (the expand kernel
+// runs at the fp32 rate, the portable one far below it).
+func HasBF16Kernel() bool { return bf16Kernels()[0].byRows != nil }
 
 // Name is "go-bf16".
 func (g *GoBF16) Name() string { return "go-bf16" }
@@ -138,6 +154,10 @@ func (g *GoBF16) GemmBF16(m, n, k int, a []float32, lda int, w []uint16, ldw int
 	}
 	if k == 0 {
 		scaleC(m, n, beta, c, ldc)
+		return nil
+	}
+	if g.wide != nil {
+		g.gemmWide(m, n, k, a, lda, w, ldw, beta, c, ldc)
 		return nil
 	}
 	g.run(bf16Problem{m: m, n: n, k: k, a: a, lda: lda, w: w, ldw: ldw, beta: beta, c: c, ldc: ldc})

@@ -20,9 +20,9 @@ var avx512BF16Kernel = &bf16Kernel{
 
 // archBF16Kernels lists the assembly bf16 kernels the CPU runs: VDPBF16PS
 // needs AVX512-BF16 (x/sys/cpu reports it only when the OS saves the zmm
-// state).
+// state), and FERRY_CPU=avx2 hides it.
 func archBF16Kernels() []*bf16Kernel {
-	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16 {
+	if hasAVX512() && cpu.X86.HasAVX512BF16 {
 		return []*bf16Kernel{avx512BF16Kernel}
 	}
 	return nil
@@ -30,9 +30,10 @@ func archBF16Kernels() []*bf16Kernel {
 
 // transposeWeightWords packs whole 16-pair steps of a weight panel with the
 // AVX-512 transpose (the weight viewed as 32-bit words, row stride ld
-// words) and returns how many pair steps it packed; 0 without AVX-512.
+// words) and returns how many pair steps it packed; 0 without AVX-512 (or
+// with FERRY_CPU=avx2).
 func transposeWeightWords(panel []uint32, nr int, w []uint16, ld, j0, cols, pc, kc int) int {
-	if !cpu.X86.HasAVX512F || nr%16 != 0 {
+	if !hasAVX512() || nr%16 != 0 {
 		return 0
 	}
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(&w[0])), len(w)/2)

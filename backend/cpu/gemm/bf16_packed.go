@@ -86,6 +86,12 @@ func (g *GoBF16) PackWeights(dst []uint32, n, k int, w []uint16, ldw int) (*Pack
 	if need == 0 {
 		return pw, nil
 	}
+	if g.wide != nil {
+		if err := g.packWide(pw.data, n, k, w, ldw); err != nil {
+			return nil, fmt.Errorf("gemm: pack bf16 weight: %w", err)
+		}
+		return pw, nil
+	}
 	nr, pairs := g.kern.nr, ceilDiv(k, 2)
 	g.pool.For(ceilDiv(n, nr), 1, func(q0, q1 int) {
 		for q := q0; q < q1; q++ {
@@ -104,7 +110,7 @@ func (g *GoBF16) GemmBF16Packed(m int, a []float32, lda int, w *PackedBF16, beta
 	if w == nil {
 		return fmt.Errorf("gemm: bf16 product with nil packed weight")
 	}
-	if w.nr != g.kern.nr {
+	if w.nr != g.kern.nr || (w.kernel == "expand") != (g.wide != nil) {
 		return fmt.Errorf("gemm: weight packed for bf16 kernel %s (nr=%d), this GEMM runs %s (nr=%d)",
 			w.kernel, w.nr, g.kern.name, g.kern.nr)
 	}
@@ -123,6 +129,12 @@ func (g *GoBF16) GemmBF16Packed(m int, a []float32, lda int, w *PackedBF16, beta
 	}
 	if k == 0 {
 		scaleC(m, n, beta, c, ldc)
+		return nil
+	}
+	if g.wide != nil {
+		if err := g.gemmWidePacked(m, a, lda, w, beta, c, ldc); err != nil {
+			return fmt.Errorf("gemm: bf16 product: %w", err)
+		}
 		return nil
 	}
 	g.runPacked(bf16Problem{m: m, n: n, k: k, a: a, lda: lda, beta: beta, c: c, ldc: ldc}, w)

@@ -10,16 +10,32 @@
 //     tile kernel (AVX-512 14×32 or AVX2 6×16, written by internal/kerngen)
 //     or a portable Go kernel, on the one thread pool. It also implements
 //     Packer: weights packed once (PackB) feed SgemmPacked without the
-//     per-call transposing copy.
+//     per-call transposing copy. Weights stored as bf16, fp16 or fp8
+//     (F8_E4M3, F8_E5M2, with a per-tensor scale) can stay so: PackStored
+//     packs them in their own dtype and SgemmStored widens each panel to
+//     float32 as it packs it (AVX2 + F16C: VPMOVZXWD and VPSLLD for bf16,
+//     VCVTPH2PS for fp16 and fp8) before the fp32 kernel runs, at the
+//     fp32 rate; Expands(dt) says where that holds.
 //   - NewGoBF16(pool) / DefaultBF16() is the bf16 GEMM (BF16Impl,
 //     reported as "go-bf16"): float32 activations rounded to bf16 times
 //     bf16 weights as stored ([out, in]), float32 accumulation, with
-//     VDPBF16PS (AVX512-BF16, emitted as bytes: Go's assembler lacks it)
-//     or portable Go. AvailableBF16() lists it for calibrate;
-//     HasBF16Kernel() says whether the CPU runs the fast kernel.
-//   - Best() picks OpenBLAS when it loads, else Go; the environment
-//     variable FERRY_GEMM (go, openblas or naive) overrides. Available()
-//     lists what works here.
+//     VDPBF16PS (AVX512-BF16, emitted as bytes: Go's assembler lacks it),
+//     else the "expand" kernel (rounded activations times weights widened
+//     by the expanding packers, on the fp32 kernel: the fp32 rate), else
+//     portable Go. AvailableBF16() lists it for calibrate;
+//     HasBF16Kernel() says whether the CPU runs VDPBF16PS.
+//   - Best() picks Go wherever its AVX2 or AVX-512 kernel runs, else
+//     OpenBLAS when it loads, else Go; the environment variable FERRY_GEMM
+//     (go, openblas or naive) overrides. Available() lists what works here.
+//
+// The environment variable FERRY_CPU, read once at start-up, caps the
+// instruction sets the kernels use, as backend/cpu reads it: "avx2" makes
+// an AVX-512 machine choose what an AVX2 + FMA one chooses (the AVX2 6×16
+// kernel, no VDPBF16PS, no AVX-512 transposes in the packers), "generic"
+// the portable Go kernels; "", "auto" and "avx512" cap nothing. Tests
+// select kernels through an internal hook (setISACap) instead, so one
+// `go test` runs every selection the CPU supports; a selection the CPU
+// lacks is skipped with a message.
 package gemm
 
 // Impl multiplies row-major float32 matrices:

@@ -241,11 +241,12 @@ func TestSelect(t *testing.T) {
 	}{
 		{"go", "go"}, {"naive", "naive"}, {"", "go"}, {"openblas", "go"}, {"bogus", "go"},
 	}
-	// The default is go with the AVX-512 kernel, else OpenBLAS when it
-	// loads; an unloadable or unknown name falls back to the default.
+	// The default is go with the AVX-512 or AVX2 kernel, else OpenBLAS
+	// when it loads; an unloadable or unknown name falls back to the
+	// default.
 	if blasErr == nil {
 		tests[3].want = "openblas"
-		if gemm.DefaultGo().Kernel() != "avx512" {
+		if k := gemm.DefaultGo().Kernel(); k != "avx512" && k != "avx2" {
 			tests[2].want, tests[4].want = "openblas", "openblas"
 		}
 	}

@@ -23,6 +23,9 @@ import (
 //     before use, so B (the weights, read once) never round-trips through
 //     a large buffer. One parallel pass, no barrier per block.
 //   - prepacked B (SgemmPacked): no B packing at all; one parallel pass.
+//   - B prepacked in a 16- or 8-bit storage dtype (SgemmStored): as
+//     prepacked, each worker widening a panel's K block into its own
+//     panel buffer (L1) before sweeping an A block over it.
 //
 // Packing buffers live in workspaces that are kept and reused (fresh pages
 // are slow to touch); HeldBytes reports their size.
@@ -30,6 +33,7 @@ type Go struct {
 	pool   *parallel.Pool
 	kern   *kernel
 	layout string // names PackB's layout (see Layout)
+	expand bool   // the vectorised expanding packers run (see Expands)
 
 	mu   sync.Mutex
 	free []*workspace
@@ -67,7 +71,8 @@ func newGo(pool *parallel.Pool, kn *kernel) *Go {
 	if pool == nil {
 		pool = parallel.Default()
 	}
-	return &Go{pool: pool, kern: kn, layout: fmt.Sprintf("f32-panels/%s/%d", kn.name, kn.nr)}
+	return &Go{pool: pool, kern: kn, layout: fmt.Sprintf("f32-panels/%s/%d", kn.name, kn.nr),
+		expand: kn.byRows != nil && hasExpand()}
 }
 
 // Name is "go".
@@ -96,7 +101,8 @@ func (g *Go) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32,
 	})
 }
 
-// problem is one product; packed, when set, replaces b/ldb/transB.
+// problem is one product; packed or stored, when set, replaces
+// b/ldb/transB.
 type problem struct {
 	transA  bool
 	m, n, k int
@@ -107,6 +113,7 @@ type problem struct {
 	ldb     int
 	transB  bool
 	packed  *Packed
+	stored  *Stored
 	beta    float32
 	c       []float32
 	ldc     int
@@ -136,7 +143,7 @@ func (g *Go) plan(p *problem) plan {
 		pl.workers = 1
 	}
 	switch {
-	case p.packed != nil:
+	case p.packed != nil || p.stored != nil:
 	case p.m <= kn.streamRows && ceilDiv(p.n, kn.nr) >= pl.workers:
 		// (Streaming splits columns only: too few panels would idle a
 		// worker, and then sharing a small B block is cheap anyway.)
@@ -161,8 +168,8 @@ func (g *Go) gemm(prob problem) {
 	planned := g.plan(&prob)
 	bLen, panelLen := 0, 0
 	switch {
-	case planned.stream:
-		panelLen = planned.kc * kn.nr
+	case planned.stream || prob.stored != nil:
+		panelLen = planned.kc * kn.nr // the panel packed (or widened) just before use
 	case prob.packed == nil:
 		bLen = planned.kc * roundUp(planned.nc, kn.nr)
 	}
@@ -172,7 +179,7 @@ func (g *Go) gemm(prob problem) {
 	ws.p, ws.pl = prob, planned
 	p, pl := &ws.p, &ws.pl // in the workspace: closures capture no fresh allocation
 
-	if pl.stream || p.packed != nil {
+	if pl.stream || p.packed != nil || p.stored != nil {
 		// Workers share no buffer: one parallel pass, each worker running
 		// every K block of its own rectangle of C.
 		g.pass(ws, p, pl, nil, p.n)
@@ -310,10 +317,15 @@ func (g *Go) region(w *workerSpace, p *problem, pl *plan, blk block, r0, r1, q0,
 			cols := min(kn.nr, blk.nc-q*kn.nr)
 			cj := blk.jc + q*kn.nr
 			var bp []float32
-			if pl.stream {
+			switch {
+			case pl.stream:
 				bp = w.panel
 				kn.packBPanel(bp, p.b, p.ldb, p.transB, cj, cols, blk.pc, blk.kc)
-			} else {
+			case p.stored != nil:
+				// Widened once per A block: amortised over its mc rows.
+				bp = w.panel
+				p.stored.panel(bp, blk.jc/kn.nr+q, blk.pc, blk.kc, g.expand)
+			default:
 				bp = blk.b.panel(q, blk.kc, kn.nr)
 			}
 			for ir := 0; ir < mcb; ir += kn.mr {

@@ -20,14 +20,26 @@ var avx2Kernel = &kernel{
 	kc:     256, mc: 144, nc: 4096, streamRows: 256,
 }
 
-// archKernels lists the assembly kernels the CPU and OS support, best
-// first. x/sys/cpu reports AVX-512 only when the OS saves the zmm state.
+// hasAVX512 says whether the AVX-512 kernels may run: the CPU and OS
+// support them (x/sys/cpu reports AVX-512 only when the OS saves the zmm
+// state) and FERRY_CPU does not cap them off.
+func hasAVX512() bool { return cpu.X86.HasAVX512F && allows(isaAVX512) }
+
+// hasAVX2 says whether the AVX2 + FMA kernels may run.
+func hasAVX2() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA && allows(isaAVX2) }
+
+// hasExpand says whether the vectorised expanding packers may run: AVX2
+// for the integer widening, F16C for VCVTPH2PS.
+func hasExpand() bool { return hasAVX2() && cpu.X86.HasF16C }
+
+// archKernels lists the assembly kernels the CPU, the OS and FERRY_CPU
+// allow, best first.
 func archKernels() []*kernel {
 	var ks []*kernel
-	if cpu.X86.HasAVX512F {
+	if hasAVX512() {
 		ks = append(ks, avx512Kernel)
 	}
-	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+	if hasAVX2() {
 		ks = append(ks, avx2Kernel)
 	}
 	return ks

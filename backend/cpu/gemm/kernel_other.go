@@ -16,3 +16,11 @@ func transpose16(dst *float32, dstStride int, src *float32, srcStride int, rows 
 func copyRows16(dst, src *float32, lda, rows, kc int) {
 	panic("gemm: copyRows16 needs AVX-512")
 }
+
+// hasExpand: the vectorised expanding packers are amd64 assembly.
+func hasExpand() bool { return false }
+
+func expandBF16AVX2(dst *float32, src *uint16, n int) { panic("gemm: expandBF16AVX2 needs amd64") }
+func expandF16AVX2(dst *float32, src *uint16, n int)  { panic("gemm: expandF16AVX2 needs amd64") }
+func expandE4M3AVX2(dst *float32, src *uint8, n int)  { panic("gemm: expandE4M3AVX2 needs amd64") }
+func expandE5M2AVX2(dst *float32, src *uint8, n int)  { panic("gemm: expandE5M2AVX2 needs amd64") }

@@ -29,15 +29,19 @@ func Available() []Impl {
 }
 
 // Select returns the implementation named "openblas", "go" or "naive"; ""
-// means the default: go where its AVX-512 kernel runs, else OpenBLAS when
-// it loads, else go. With AVX-512 our GEMM matches OpenBLAS at DiT shapes
-// (weights prepacked) and runs on the one thread pool every other kernel
-// uses, whereas OpenBLAS's own threads spin for ~80 ms after each call
-// and take the cores from the convolutions and attention that follow.
+// means the default: go wherever its AVX-512 or AVX2 kernel runs (every
+// x86-64 CPU of the last decade), else OpenBLAS when it loads, else go.
+// Our GEMM runs on the one thread pool every other kernel uses, whereas
+// OpenBLAS's own threads spin for ~80 ms after each call and take the
+// cores from the convolutions and attention that follow (24% of a
+// wan-tiny run's CPU samples); it packs weights once, and keeps bf16,
+// fp16 and fp8 weights in their storage dtype (Stored), which OpenBLAS
+// cannot multiply; and it needs no library installed. OpenBLAS stays
+// selectable (FERRY_GEMM=openblas) and in calibrate's comparison.
 func Select(name string) (Impl, error) {
 	switch name {
 	case "":
-		if g := DefaultGo(); g.Kernel() == "avx512" {
+		if g := DefaultGo(); g.Kernel() == "avx512" || g.Kernel() == "avx2" {
 			return g, nil
 		}
 		if o, err := OpenBLAS(); err == nil {

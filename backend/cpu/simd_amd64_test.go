@@ -1,3 +1,0 @@
-package cpu
-
-func hasAVX512Kernels() bool { return hasAVX512 }

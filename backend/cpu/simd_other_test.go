@@ -1,5 +1,0 @@
-//go:build !amd64
-
-package cpu
-
-func hasAVX512Kernels() bool { return false }
