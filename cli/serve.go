@@ -24,7 +24,7 @@ func init() {
 type serveFlags struct {
 	listen, dataDir, apiKey string
 	deviceMem, hostMem      sizeFlag
-	models                  listFlag
+	models, loras           listFlag
 	maxQueue                int
 	keepAlive               keepAliveFlag
 	outputTTL               time.Duration
@@ -67,6 +67,7 @@ func (f *serveFlags) define(e *env) *flag.FlagSet {
 	fs.Var(&f.deviceMem, "device-mem", "device memory budget shared by all jobs and resident models, e.g. 8GiB (default: unlimited)")
 	fs.Var(&f.hostMem, "host-mem", "host memory budget, e.g. 16GiB (default: unlimited)")
 	fs.Var(&f.models, "models", "a pipeline folder, or a folder of them (repeatable); a model's name is its folder's name")
+	fs.Var(&f.loras, "loras", "a folder of LoRA files requests may name in \"lora\" (repeatable; each models folder's loras/ is one too); no other file is read")
 	fs.IntVar(&f.maxQueue, "max-queue", 64, "jobs waiting or running at most; past it POST /v1/videos answers 503 (0: no limit)")
 	f.keepAlive.d = 5 * time.Minute
 	fs.Var(&f.keepAlive, "keep-alive", "how long a model stays resident after a job (0: unload at once, -1: forever)")
@@ -93,7 +94,7 @@ func runServe(e *env, args []string) error {
 		return err
 	}
 	srv, err := server.New(server.Config{DataDir: f.dataDir, DeviceBytes: f.deviceMem.bytes, HostBytes: f.hostMem.bytes,
-		Models: f.models, MaxQueue: f.maxQueue, KeepAlive: f.keepAlive.d, OutputTTL: f.outputTTL, APIKey: f.apiKey,
+		Models: f.models, LoRADirs: f.loras, MaxQueue: f.maxQueue, KeepAlive: f.keepAlive.d, OutputTTL: f.outputTTL, APIKey: f.apiKey,
 		Queue: q, NoWorker: f.nats.role == "api", WorkerName: f.nats.workerName()})
 	if err != nil {
 		if q != nil {
@@ -101,6 +102,7 @@ func runServe(e *env, args []string) error {
 		}
 		return asUser(err)
 	}
+	noteHardware(srv.Hardware())
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		srv.Close()
@@ -122,6 +124,11 @@ func (f *serveFlags) check() error {
 	for _, d := range f.models {
 		if st, err := os.Stat(d); err != nil || !st.IsDir() {
 			return userf("--models %s: no such folder", d)
+		}
+	}
+	for _, d := range f.loras {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return userf("--loras %s: no such folder", d)
 		}
 	}
 	if err := f.nats.check(); err != nil {

@@ -24,6 +24,7 @@ func TestServeFlagErrors(t *testing.T) {
 		{"missing models", []string{"serve", "--data-dir", data, "--models", filepath.Join(data, "nope")}, "no such folder"},
 		{"open without key", []string{"serve", "--data-dir", data, "--models", model, "--listen", "0.0.0.0:0"}, "not a loopback address"},
 		{"bad listen", []string{"serve", "--data-dir", data, "--models", model, "--listen", "nowhere"}, "want HOST:PORT"},
+		{"missing loras", []string{"serve", "--data-dir", data, "--models", model, "--loras", filepath.Join(data, "nope")}, "--loras"},
 		{"bad keep-alive", []string{"serve", "--data-dir", data, "--models", model, "--keep-alive", "-5s"}, "or -1 for forever"},
 	}
 	for _, c := range cases {

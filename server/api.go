@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"ferry/units"
 	"fmt"
 	"math"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"ferry/pipeline/wan"
 	"ferry/residency"
 )
 
@@ -62,7 +64,10 @@ type VideoRequest struct {
 	// seconds as a number, -1 forever, 0 unload at once. Unset: the
 	// model's or server's default.
 	KeepAlive json.RawMessage `json:"keep_alive,omitempty"`
-	LoRA      json.RawMessage `json:"lora,omitempty"`
+	// LoRA applies adapters to the transformer, unmerged: "NAME[:SCALE]",
+	// {"path": NAME, "scale": S}, or a list of them. NAME is a file under
+	// the server's LoRA folders (--loras, a models folder's loras/).
+	LoRA json.RawMessage `json:"lora,omitempty"`
 }
 
 // Budgets lower the server's budgets for one request ("8GiB" or bytes).
@@ -91,6 +96,10 @@ type spec struct {
 	Outputs        []string `json:"outputs"`
 	// KeepAlive: nil the default, else a duration (negative: forever).
 	KeepAlive *time.Duration `json:"keep_alive,omitempty"`
+	// LoRAs name adapter files under the server's LoRA folders; loras are
+	// them read, at admission and again at dispatch (never journaled).
+	LoRAs []loraRef `json:"loras,omitempty"`
+	loras []wan.LoRA
 }
 
 // Variants of a job's content.
@@ -198,8 +207,9 @@ func (r VideoRequest) toSpec() (spec, error) {
 		}
 		s.KeepAlive = &d
 	}
-	if len(r.LoRA) > 0 && string(r.LoRA) != "null" {
-		return s, badField("lora", "LoRA adapters are not served yet; run ferry generate --lora")
+	var err error
+	if s.LoRAs, err = parseLoRAs(r.LoRA); err != nil {
+		return s, err
 	}
 	return s, nil
 }
@@ -276,8 +286,8 @@ func parseBudget(field, v string) (int64, error) {
 	if v == "" {
 		return 0, nil
 	}
-	n, ok := parseSize(v)
-	if !ok || n <= 0 {
+	n, err := units.ParseSize(v)
+	if err != nil || n <= 0 {
 		return 0, badField(field, "%q is not a size (e.g. 8GiB)", v)
 	}
 	return n, nil

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"ferry/backend/cpu/arena"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,9 +40,11 @@ type model struct {
 	rtKey    string // dtype and budgets the runtime was built for
 	planSpec string // the plan the request that built it asked for
 	ctx      *switchCtx
+	shared   *sharedText // a text encoder held once for several models, or nil
 	inUse    bool
 	keep     time.Duration // after the last job; negative: forever
 	expires  time.Time     // zero: no expiry (forever, or not resident)
+	warm     bool          // the current job found the runtime resident
 	coldS    float64       // seconds of the first job on a fresh runtime
 	warmS    float64       // seconds of the latest job on a warm one
 	loaded   time.Time
@@ -56,6 +59,8 @@ type models struct {
 	defaultKeep time.Duration
 	evictions   int64
 	hw          hwprofile.Profile
+	loraRoots   []string // where request LoRA names resolve (lora.go)
+	shared      []*sharedText
 }
 
 // findModels lists pipeline folders: each dir is one (it holds
@@ -134,7 +139,8 @@ func (ms *models) open(m *model) error {
 // wanRequest is the pipeline request of a spec.
 func wanRequest(s spec) wan.Request {
 	r := wan.Request{Prompt: s.Prompt, NegativePrompt: s.NegativePrompt, Height: s.Height, Width: s.Width,
-		Frames: s.Frames, Steps: s.Steps, Guidance: s.Guidance, FlowShift: s.FlowShift, Seed: s.Seed, MaxSeqLen: 512}
+		Frames: s.Frames, Steps: s.Steps, Guidance: s.Guidance, FlowShift: s.FlowShift, Seed: s.Seed, MaxSeqLen: 512,
+		LoRAs: s.loras}
 	r.Defaults()
 	return r
 }
@@ -180,6 +186,10 @@ func (ms *models) planFor(m *model, s spec, b pipeline.Budget) (*residency.Plan,
 	var err error
 	if strings.ContainsAny(s.Plan, ":\n{") {
 		plan, err = residency.ParsePlan([]byte(s.Plan))
+	} else if s.Plan != "" && planner.PresetHelp(strings.ToLower(s.Plan)) == "" {
+		// Resolve would read a plan file of that name: a request never
+		// names a server path.
+		return nil, planner.Prediction{}, badField("plan", "%q is not a preset (%s) nor plan YAML/JSON text", s.Plan, strings.Join(planner.PresetNames(), ", "))
 	} else {
 		plan, err = planner.Resolve(strings.ToLower(s.Plan), planner.PresetOptions{Profile: &prof, HW: hw, Request: req, Budgets: pb})
 	}
@@ -194,6 +204,7 @@ func (ms *models) planFor(m *model, s spec, b pipeline.Budget) (*residency.Plan,
 	if err != nil {
 		return nil, pred, badField("plan", "%v", err)
 	}
+	pred.Plan = planLabel(plan)
 	if !pred.Fits {
 		return nil, pred, &errInsufficient{msg: fmt.Sprintf("plan %s is predicted not to fit the budgets: %s", plan.Name, pred.Problem)}
 	}
@@ -201,6 +212,7 @@ func (ms *models) planFor(m *model, s spec, b pipeline.Budget) (*residency.Plan,
 }
 
 // admit plans a spec at submission: the prediction, or why nothing fits.
+// Its LoRAs are resolved and read here so that a bad name is a 400.
 func (ms *models) admit(s spec) (planner.Prediction, error) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
@@ -209,6 +221,10 @@ func (ms *models) admit(s spec) (planner.Prediction, error) {
 		return planner.Prediction{}, errUnknownModel
 	}
 	if err := ms.open(m); err != nil {
+		return planner.Prediction{}, err
+	}
+	var err error
+	if s.loras, err = ms.loadLoRAs(m, s); err != nil {
 		return planner.Prediction{}, err
 	}
 	_, pred, err := ms.planFor(m, s, ms.budgets(s))
@@ -221,16 +237,41 @@ var errUnknownModel = errors.New("unknown model")
 // plan still fits the request (the same model at a new shape keeps its
 // weights), else a fresh one, after demoting other models' idle weights by
 // exactly what is short. It marks m in use.
-func (ms *models) acquire(s spec) (*model, planner.Prediction, error) {
+func (ms *models) acquire(sp *spec) (*model, planner.Prediction, error) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	m, ok := ms.byName[s.Model]
+	m, ok := ms.byName[sp.Model]
 	if !ok {
 		return nil, planner.Prediction{}, errUnknownModel
 	}
 	if err := ms.open(m); err != nil {
 		return nil, planner.Prediction{}, err
 	}
+	var err error
+	if sp.loras, err = ms.loadLoRAs(m, *sp); err != nil {
+		return nil, planner.Prediction{}, err
+	}
+	s := *sp
+	if sh := m.shared; sh != nil {
+		sh.user = m // not a victim, nor closed with m's old runtime
+	}
+	m2, pred, err := ms.ready(m, s)
+	if err != nil && m.shared != nil {
+		m.shared.user = nil
+	}
+	return m2, pred, err
+}
+
+// segmentSlack is the room made beside a job's predicted reserved device
+// peak: one arena segment. A job's own device is capped by its budget, but
+// other models' resident bytes are outside that cap, and a streamed plan's
+// reserved peak measured one segment above the prediction in some runs of
+// TestDispatchReplans/idle (cause not found yet), so the server keeps one
+// spare.
+const segmentSlack = arena.SegmentRound
+
+// ready gives m a runtime for s (acquire's work). Caller holds mu.
+func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 	b := ms.budgets(s)
 	dt := computeDType(s.DType)
 	var pred planner.Prediction
@@ -241,13 +282,13 @@ func (ms *models) acquire(s spec) (*model, planner.Prediction, error) {
 		}
 	}
 	if !reuse {
-		plan, p, err := ms.planFor(m, s, b)
+		plan, p, err := ms.replan(m, s, b)
 		if err != nil {
 			return nil, p, err
 		}
 		pred = p
 		ms.closeRuntime(m)
-		if err := ms.makeRoom(m, p.PeakDeviceReservedBytes, p.PeakHostBytes); err != nil {
+		if err := ms.makeRoom(m, p.PeakDeviceReservedBytes+segmentSlack, p.PeakHostBytes); err != nil {
 			return nil, p, err
 		}
 		rt, err := pipeline.NewRuntime(b, plan, pipeline.Options{Context: m.ctx, ComputeDType: dt,
@@ -255,14 +296,22 @@ func (ms *models) acquire(s spec) (*model, planner.Prediction, error) {
 		if err != nil {
 			return nil, p, err
 		}
-		if err := m.runPipe.Register(rt.Exec); err != nil {
+		if err := ms.register(m, rt, plan, b, dt); err != nil {
 			rt.Close()
 			return nil, p, err
 		}
 		m.rt, m.rtKey, m.planSpec, m.loaded, m.coldS = rt, runtimeKey(dt, b), s.Plan, time.Now(), 0
-	} else if err := ms.makeRoom(m, pred.PeakDeviceReservedBytes-m.deviceBytes(), pred.PeakHostBytes-m.hostBytes()); err != nil {
-		return nil, pred, err
+	} else {
+		if err := ms.makeRoom(m, pred.PeakDeviceReservedBytes+segmentSlack, pred.PeakHostBytes); err != nil {
+			return nil, pred, err
+		}
+		if m.shared != nil {
+			if err := ms.holdShared(m, m.rt.Plan, b, dt); err != nil {
+				return nil, pred, err
+			}
+		}
 	}
+	m.warm = reuse
 	m.inUse, m.expires = true, time.Time{}
 	if m.keep == 0 {
 		m.keep = ms.defaultKeep
@@ -282,7 +331,8 @@ func (ms *models) predictWith(m *model, s spec, b pipeline.Budget, plan *residen
 func (ms *models) planInputs(m *model, s spec) (planner.Profile, hwprofile.Profile, planner.Request) {
 	r := wanRequest(s)
 	req := planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
-		PromptTokens: m.planPipe.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance}
+		PromptTokens: m.planPipe.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance, FlowShift: r.FlowShift,
+		AdapterBytes: wan.LoRABytes(r.LoRAs)}
 	prof := *m.prof
 	prof.Compute = computeDType(s.DType)
 	hw := ms.hw
@@ -304,7 +354,18 @@ func (ms *models) release(m *model, failed bool, keep *time.Duration, jobS float
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	m.inUse = false
+	if sh := m.shared; sh != nil {
+		sh.user = nil
+		if sh.rt != nil {
+			if failed {
+				sh.rt.Exec.Done(wan.TextEncoder)
+			}
+			sh.rt.Device.EmptyCache()
+			sh.rt.Host.EmptyCache()
+		}
+	}
 	if m.rt == nil {
+		ms.dropUnused(m.shared)
 		return
 	}
 	if failed {
@@ -359,6 +420,7 @@ func (ms *models) closeRuntime(m *model) {
 	m.rt.Close()
 	m.rt, m.rtKey, m.expires = nil, "", time.Time{}
 	ms.evictions++
+	ms.dropUnused(m.shared)
 }
 
 func (m *model) deviceBytes() int64 {
@@ -375,7 +437,8 @@ func (m *model) hostBytes() int64 {
 	return m.rt.Host.Stats().Reserved
 }
 
-// residentBytes sums every model's reserved bytes, but for skip.
+// residentBytes sums every model's and shared component's reserved
+// bytes, but for skip's own (its shared encoder is part of its plan).
 func (ms *models) residentBytes(skip *model) (dev, host int64) {
 	for _, o := range ms.byName {
 		if o != skip {
@@ -383,12 +446,42 @@ func (ms *models) residentBytes(skip *model) (dev, host int64) {
 			host += o.hostBytes()
 		}
 	}
+	for _, sh := range ms.shared {
+		if skip == nil || sh != skip.shared {
+			dev += sh.deviceBytes()
+			host += sh.hostBytes()
+		}
+	}
 	return dev, host
 }
 
-// victim is one idle block another model could give up.
+// makeRoom demotes other models' idle blocks, tier by tier, until m's
+// predicted peaks fit beside what stays resident: device copies first
+// (those with a host copy come back cheapest), then host copies. Blocks
+// are chosen by reload cost per byte freed, least recently used first on
+// ties; a model (or shared component) in use is never touched. Caller
+// holds mu.
+func (ms *models) makeRoom(m *model, needDev, needHost int64) error {
+	if ms.device > 0 {
+		dev, _ := ms.residentBytes(m)
+		if short := dev + max(needDev, 0) - ms.device; short > 0 {
+			ms.demote(m, short, true)
+		}
+	}
+	if ms.host > 0 {
+		_, host := ms.residentBytes(m)
+		if short := host + max(needHost, 0) - ms.host; short > 0 {
+			ms.demote(m, short, false)
+		}
+	}
+	return nil
+}
+
+// victim is one idle block another model (or a shared component m does
+// not use) could give up.
 type victim struct {
-	m        *model
+	rt       *pipeline.Runtime
+	drop     func() // closes the holder once it holds no weights
 	block    string
 	bytes    int64
 	costPerB float64 // seconds to bring it back per byte freed
@@ -396,108 +489,94 @@ type victim struct {
 	compute  bool // the weights a host-placed component computes from
 }
 
-// makeRoom demotes other models' idle blocks, tier by tier, until m's
-// predicted peaks fit beside what stays resident: device copies first
-// (those with a host copy come back cheapest), then host copies. Blocks
-// are chosen by reload cost per byte freed, least recently used first on
-// ties; a model in use is never touched. Caller holds mu.
-func (ms *models) makeRoom(m *model, needDev, needHost int64) error {
-	if ms.device > 0 {
-		dev, _ := ms.residentBytes(m)
-		short := dev + max(needDev, 0) + m.deviceBytes() - ms.device
-		if short > 0 {
-			ms.demote(m, short, true)
-		}
-	}
-	if ms.host > 0 {
-		_, host := ms.residentBytes(m)
-		short := host + max(needHost, 0) + m.hostBytes() - ms.host
-		if short > 0 {
-			ms.demote(m, short, false)
-		}
-	}
-	return nil
-}
-
-// demote frees at least short bytes from other models' device (or host)
-// tier, cheapest to reload first.
-func (ms *models) demote(m *model, short int64, device bool) {
+// victims lists the blocks m may demote on one tier, cheapest to reload
+// per byte first.
+func (ms *models) victims(m *model, device bool) []victim {
 	var vs []victim
 	for _, o := range ms.byName {
-		if o == m || o.inUse || o.rt == nil {
-			continue
-		}
-		diskS := 1 / (max(ms.hw.DiskGBps, 0.01) * 1e9)
-		hostS := 1 / (max(ms.hw.H2DGBps, 0.01) * 1e9)
-		for _, r := range o.rt.Exec.Resident() {
-			if r.Busy {
-				continue
-			}
-			switch {
-			case device && r.DeviceBytes > 0 && !r.OnHostCompute:
-				cost := diskS * float64(r.StoredBytes) / float64(r.DeviceBytes)
-				if r.HostBytes > 0 {
-					cost = hostS
-				}
-				vs = append(vs, victim{m: o, block: r.Block, bytes: r.DeviceBytes, costPerB: cost, lastUse: r.LastUse})
-			case !device && r.OnHostCompute && r.DeviceBytes > 0:
-				// A component computed on the host holds its weights in
-				// host memory: freeing them sends it to disk.
-				vs = append(vs, victim{m: o, block: r.Block, bytes: r.DeviceBytes, costPerB: diskS * float64(r.StoredBytes) / float64(r.DeviceBytes), lastUse: r.LastUse, compute: true})
-			case !device && r.HostBytes > 0:
-				vs = append(vs, victim{m: o, block: r.Block, bytes: r.HostBytes, costPerB: diskS, lastUse: r.LastUse})
-			}
+		if o != m && !o.inUse && o.rt != nil {
+			vs = ms.blockVictims(vs, o.rt, func() { ms.closeRuntime(o) }, device)
 		}
 	}
-	sort.Slice(vs, func(a, b int) bool {
+	for _, sh := range ms.shared {
+		if sh != m.shared && sh.user == nil && sh.rt != nil {
+			vs = ms.blockVictims(vs, sh.rt, func() { ms.closeShared(sh) }, device)
+		}
+	}
+	sort.SliceStable(vs, func(a, b int) bool {
 		if vs[a].costPerB != vs[b].costPerB {
 			return vs[a].costPerB < vs[b].costPerB
 		}
 		return vs[a].lastUse < vs[b].lastUse
 	})
-	touched := map[*model]bool{}
-	for _, v := range vs {
+	return vs
+}
+
+// blockVictims appends rt's idle blocks on one tier.
+func (ms *models) blockVictims(vs []victim, rt *pipeline.Runtime, drop func(), device bool) []victim {
+	diskS := 1 / (max(ms.hw.DiskGBps, 0.01) * 1e9)
+	hostS := 1 / (max(ms.hw.H2DGBps, 0.01) * 1e9)
+	for _, r := range rt.Exec.Resident() {
+		if r.Busy {
+			continue
+		}
+		v := victim{rt: rt, drop: drop, block: r.Block, lastUse: r.LastUse}
+		switch {
+		case device && r.DeviceBytes > 0 && !r.OnHostCompute:
+			v.bytes, v.costPerB = r.DeviceBytes, diskS*float64(r.StoredBytes)/float64(r.DeviceBytes)
+			if r.HostBytes > 0 {
+				v.costPerB = hostS
+			}
+		case !device && r.OnHostCompute && r.DeviceBytes > 0:
+			// A component computed on the host holds its weights in
+			// host memory: freeing them sends it to disk.
+			v.bytes, v.costPerB, v.compute = r.DeviceBytes, diskS*float64(r.StoredBytes)/float64(r.DeviceBytes), true
+		case !device && r.HostBytes > 0:
+			v.bytes, v.costPerB = r.HostBytes, diskS
+		default:
+			continue
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+// demote frees at least short bytes from other holders' device (or host)
+// tier, cheapest to reload first.
+func (ms *models) demote(m *model, short int64, device bool) {
+	touched := map[*pipeline.Runtime]func(){}
+	for _, v := range ms.victims(m, device) {
 		if short <= 0 {
 			break
 		}
-		var freed int64
-		before := v.m.deviceBytes()
-		if !device {
-			before = v.m.hostBytes()
-		}
+		tier := v.rt.Host
 		if device {
-			v.m.rt.Exec.DemoteDevice(v.block)
-			v.m.rt.Device.EmptyCache()
-			freed = before - v.m.deviceBytes()
-		} else if v.compute {
-			v.m.rt.Exec.DemoteDevice(v.block)
-			v.m.rt.Host.EmptyCache()
-			freed = before - v.m.hostBytes()
-		} else {
-			v.m.rt.Exec.DemoteHost(v.block)
-			v.m.rt.Host.EmptyCache()
-			freed = before - v.m.hostBytes()
+			tier = v.rt.Device
 		}
-		short -= freed
+		before := tier.Stats().Reserved
+		if device || v.compute {
+			v.rt.Exec.DemoteDevice(v.block)
+		} else {
+			v.rt.Exec.DemoteHost(v.block)
+		}
+		tier.EmptyCache()
+		short -= before - tier.Stats().Reserved
 		ms.evictions++
-		touched[v.m] = true
+		touched[v.rt] = v.drop
 	}
-	// A model left with nothing resident is closed: its runtime's
+	// A holder left with nothing resident is closed: its runtime's
 	// staging and caches go too.
-	for o := range touched {
-		if o.weightBytes() == 0 {
-			ms.closeRuntime(o)
+	for rt, drop := range touched {
+		if weightBytes(rt) == 0 {
+			drop()
 		}
 	}
 }
 
-// weightBytes are the bytes of weights m holds on device and host.
-func (m *model) weightBytes() int64 {
-	if m.rt == nil {
-		return 0
-	}
+// weightBytes are the bytes of weights rt holds on device and host.
+func weightBytes(rt *pipeline.Runtime) int64 {
 	var n int64
-	for _, r := range m.rt.Exec.Resident() {
+	for _, r := range rt.Exec.Resident() {
 		n += r.DeviceBytes + r.HostBytes
 	}
 	return n
@@ -533,6 +612,10 @@ func (ms *models) unload(name string) (bool, error) {
 func (ms *models) closeAll() {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
+	for _, sh := range ms.shared {
+		sh.user = nil
+		ms.closeShared(sh)
+	}
 	for _, m := range ms.byName {
 		ms.closeRuntime(m)
 		if m.folder != nil {

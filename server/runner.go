@@ -68,11 +68,11 @@ func (s *Server) warmUp(w warmReq) error {
 	// The resident preset where it fits: loading is asking for the weights
 	// to stay (auto might stream them for so small a request).
 	sp := spec{Prompt: "warm-up", Model: w.model, Width: 32, Height: 32, Frames: 1, Steps: 1, Guidance: 1, FPS: defaultFPS, Plan: "resident"}
-	m, _, err := s.models.acquire(sp)
+	m, _, err := s.models.acquire(&sp)
 	var ie *errInsufficient
 	if errors.As(err, &ie) {
 		sp.Plan = ""
-		m, _, err = s.models.acquire(sp)
+		m, _, err = s.models.acquire(&sp)
 	}
 	if err != nil {
 		return err
@@ -212,18 +212,25 @@ func (s *Server) runJob(j queue.Job, l queue.Lease) {
 		s.finish(run, queue.StatusFailed, &queue.JobError{Code: queue.CodeBadRequest, Message: "stored request unreadable: " + err.Error()}, queue.Peaks{})
 		return
 	}
-	m, pred, err := s.models.acquire(sp)
+	m, pred, err := s.models.acquire(&sp)
 	if err != nil {
 		code := queue.CodeInternal
 		var ie *errInsufficient
-		if errors.As(err, &ie) {
+		var fe *fieldError
+		switch {
+		case errors.As(err, &ie):
 			code = "insufficient_memory"
+		case errors.As(err, &fe):
+			code = queue.CodeBadRequest // a LoRA removed since admission
 		}
 		s.finish(run, queue.StatusFailed, &queue.JobError{Code: code, Message: err.Error()}, queue.Peaks{})
 		return
 	}
 	outs, measured, runErr := s.generate(ctx, run, m, sp, pred)
 	measured.Seconds = time.Since(start).Seconds()
+	if measured.Plan == "" {
+		measured.Plan = pred.Plan
+	}
 	cause := context.Cause(ctx)
 	s.models.release(m, runErr != nil, sp.KeepAlive, measured.Seconds)
 	switch {
@@ -316,7 +323,15 @@ type output struct {
 // outputs in memory; nothing is stored yet.
 func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, pred planner.Prediction) ([]output, queue.Peaks, error) {
 	rt := m.rt
-	run.blocks = rt.Exec.Blocks(wan.TextEncoder)
+	// A shared text encoder runs on its own runtime: its blocks report
+	// progress and honour cancel through its context as m's do.
+	textRT := rt
+	if st := m.runPipe.SharedText; st != nil {
+		textRT = st.Runtime
+		m.shared.ctx.use(ctx, run.onBlock)
+		defer m.shared.ctx.use(nil, nil)
+	}
+	run.blocks = textRT.Exec.Blocks(wan.TextEncoder)
 	m.ctx.use(ctx, run.onBlock)
 	m.runPipe.OnStep = func(done, total int) { run.report(queue.PhaseDenoise, done, total) }
 	m.runPipe.OnFrame = func(done, total int) { run.report(queue.PhaseVAE, done, total) }
@@ -324,16 +339,27 @@ func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, p
 		m.ctx.use(nil, nil)
 		m.runPipe.OnStep, m.runPipe.OnFrame = nil, nil
 	}()
-	rt.Device.ResetPeakStats()
-	rt.Host.ResetPeakStats()
+	for _, r := range []*pipeline.Runtime{rt, textRT} {
+		r.Device.ResetPeakStats()
+		r.Host.ResetPeakStats()
+	}
 	before := rt.Measure()
 	req := wanRequest(sp)
 	out, err := m.runPipe.Generate(rt, req, false)
 	after := rt.Measure()
-	// Reserved, as predicted: what the device budget caps.
-	peaks := queue.Peaks{DeviceBytes: after.PeakDeviceReservedBytes, HostBytes: after.PeakHostBytes}
+	// Reserved, as predicted: what the device budget caps. A shared
+	// encoder's peak adds to m's (an upper bound of their joint peak).
+	peaks := queue.Peaks{DeviceBytes: after.PeakDeviceReservedBytes, HostBytes: after.PeakHostBytes,
+		Plan: planLabel(rt.Plan), Warm: m.warm}
+	if textRT != rt {
+		peaks.DeviceBytes += textRT.Device.Stats().PeakReserved
+		peaks.HostBytes += textRT.Host.Stats().PeakReserved
+	}
 	if err != nil {
 		return nil, peaks, err
+	}
+	if f := s.cfg.faults; f != nil && f.onVideo != nil {
+		f.onVideo(run.id, out.Video)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, peaks, err

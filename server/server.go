@@ -29,6 +29,9 @@ type Config struct {
 	DeviceBytes, HostBytes int64
 	// Models are pipeline folders, or folders of them.
 	Models []string
+	// LoRADirs hold the LoRA files requests may name (besides each models
+	// folder's lora/ or loras/); no other file is ever read for a request.
+	LoRADirs []string
 	// MaxQueue bounds jobs waiting or running (0: unbounded).
 	MaxQueue int
 	// KeepAlive is how long a model stays resident after a job, unless the
@@ -61,6 +64,9 @@ type faults struct {
 	oomPhase  string // "text", "denoise" or "vae": the first block of it fails
 	diskFull  bool
 	slowBlock time.Duration // sleep after every block (cancel tests)
+	// onVideo sees every completed job's frames before encoding (tests
+	// compare them with the pipeline's, bit for bit).
+	onVideo func(id string, video []float32)
 }
 
 // faultsFromEnv reads FERRY_SERVE_SLOW_BLOCK (a duration): the scripts in
@@ -136,7 +142,9 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s := &Server{cfg: cfg, q: q, events: newHub(), cancel: map[string]context.CancelCauseFunc{}, warm: make(chan warmReq),
-		models: &models{byName: found, device: cfg.DeviceBytes, host: cfg.HostBytes, defaultKeep: cfg.KeepAlive, hw: hw}}
+		models: &models{byName: found, device: cfg.DeviceBytes, host: cfg.HostBytes, defaultKeep: cfg.KeepAlive, hw: hw,
+			loraRoots: loraRoots(cfg.LoRADirs, cfg.Models)}}
+	s.models.shared = findShared(found)
 	s.stats.finished = map[queue.Status]int64{}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	if r, ok := q.(eventRelay); ok { // NATS: events cross processes
@@ -264,6 +272,8 @@ type videoJSON struct {
 	Attempts      int          `json:"attempts"`
 	Outputs       []string     `json:"outputs,omitempty"`
 	CancelPending bool         `json:"cancel_requested,omitempty"`
+	// LoRA lists the adapters the request named, as it named them.
+	LoRA []loraRef `json:"lora,omitempty"`
 }
 
 func (s *Server) video(j queue.Job) videoJSON {
@@ -271,7 +281,8 @@ func (s *Server) video(j queue.Job) videoJSON {
 	json.Unmarshal(j.Request, &sp)
 	v := videoJSON{ID: j.ID, Object: "video", Model: j.Model, Status: j.Status, Phase: j.Phase, Progress: j.Progress,
 		CreatedAt: j.CreatedAt.Unix(), Size: fmt.Sprintf("%dx%d", sp.Width, sp.Height), NumFrames: sp.Frames,
-		Prompt: sp.Prompt, Predicted: j.Predicted, Attempts: j.Attempts, Outputs: j.Outputs, CancelPending: j.CancelRequested}
+		Prompt: sp.Prompt, Predicted: j.Predicted, Attempts: j.Attempts, Outputs: j.Outputs, CancelPending: j.CancelRequested,
+		LoRA: sp.LoRAs}
 	if sp.FPS > 0 {
 		v.Seconds = strconv.FormatFloat(float64(sp.Frames)/sp.FPS, 'f', 2, 64)
 	}
@@ -329,7 +340,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, _ := json.Marshal(sp)
 	j := queue.Job{ID: newID(), Model: sp.Model, Request: raw,
-		Predicted: queue.Peaks{DeviceBytes: pred.PeakDeviceReservedBytes, HostBytes: pred.PeakHostBytes, Seconds: pred.TotalS}}
+		Predicted: queue.Peaks{DeviceBytes: pred.PeakDeviceReservedBytes, HostBytes: pred.PeakHostBytes, Seconds: pred.TotalS,
+			Plan: pred.Plan, LoadSeconds: loadSeconds(pred, s.models.hw)}}
 	j, _, err = s.q.Submit(r.Context(), j)
 	if errors.Is(err, queue.ErrQueueFull) {
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter()))
@@ -657,3 +669,7 @@ func videoType(data []byte) string {
 	}
 	return "video/mp4"
 }
+
+// Hardware is the hardware profile the server plans with (its Note says
+// whether a saved profile was set aside).
+func (s *Server) Hardware() hwprofile.Profile { return s.models.hw }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"ferry/pipeline"
 	"ferry/server/queue"
 )
 
@@ -36,6 +37,9 @@ type modelView struct {
 	DeviceBytes int64           `json:"device_bytes"`
 	HostBytes   int64           `json:"host_bytes"`
 	Components  []componentView `json:"components"`
+	// Shared names the shared components (GET /v1/residency's shared)
+	// this model uses instead of its own copy.
+	Shared []string `json:"shared,omitempty"`
 }
 
 type residencyView struct {
@@ -49,6 +53,8 @@ type residencyView struct {
 	} `json:"free"`
 	Evictions int64       `json:"evictions"`
 	Models    []modelView `json:"models"`
+	// Shared are components held once for several models.
+	Shared []sharedView `json:"shared"`
 }
 
 // snapshot is the residency of every model now.
@@ -66,7 +72,8 @@ func (ms *models) snapshot() residencyView {
 	var dev, host int64
 	for _, n := range names {
 		m := ms.byName[n]
-		mv := modelView{Name: m.name, Dir: m.dir, InUse: m.inUse, Resident: m.rt != nil, Components: []componentView{}}
+		mv := modelView{Name: m.name, Dir: m.dir, InUse: m.inUse, Resident: m.rt != nil, Components: []componentView{},
+			Shared: sharedNote(m)}
 		if m.rt != nil {
 			mv.Plan = m.rt.Plan.Name
 			mv.DeviceBytes, mv.HostBytes = m.deviceBytes(), m.hostBytes()
@@ -77,9 +84,16 @@ func (ms *models) snapshot() residencyView {
 				t := m.expires.Unix()
 				mv.ExpiresAt = &t
 			}
-			mv.Components = components(m)
+			mv.Components = componentsOf(m.rt)
 		}
 		v.Models = append(v.Models, mv)
+	}
+	v.Shared = []sharedView{}
+	for _, sh := range ms.shared {
+		sv := sh.view()
+		dev += sv.DeviceBytes
+		host += sv.HostBytes
+		v.Shared = append(v.Shared, sv)
 	}
 	if ms.device > 0 {
 		v.Free.DeviceBytes = max(ms.device-dev, 0)
@@ -97,11 +111,11 @@ func keepText(d time.Duration) string {
 	return d.String()
 }
 
-// components groups a resident model's blocks by component.
-func components(m *model) []componentView {
+// componentsOf groups a runtime's blocks by component.
+func componentsOf(rt *pipeline.Runtime) []componentView {
 	var out []componentView
 	idx := map[string]int{}
-	for _, r := range m.rt.Exec.Resident() {
+	for _, r := range rt.Exec.Resident() {
 		i, ok := idx[r.Component]
 		if !ok {
 			i = len(out)
@@ -226,6 +240,10 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	for _, m := range v.Models {
 		dev += m.DeviceBytes
 		host += m.HostBytes
+	}
+	for _, sh := range v.Shared {
+		dev += sh.DeviceBytes
+		host += sh.HostBytes
 	}
 	fmt.Fprintf(&b, "ferry_resident_bytes{tier=\"device\"} %d\nferry_resident_bytes{tier=\"host\"} %d\n", dev, host)
 	ready := 1.0

@@ -52,6 +52,29 @@ type Pipeline struct {
 	// VAE's latent frames (tiles included).
 	OnStep  func(done, total int)
 	OnFrame func(done, total int)
+
+	// SharedText, when set, is a text encoder held by another runtime (a
+	// server holding one encoder for several folders whose encoders are
+	// byte-identical): the prompt is encoded there, and Register leaves
+	// this pipeline's own encoder out.
+	SharedText *SharedText
+}
+
+// SharedText is a text encoder registered with another runtime: Pipeline's
+// encoder was registered (RegisterText) with Runtime's executor.
+type SharedText struct {
+	Pipeline *Pipeline
+	Runtime  *pipeline.Runtime
+}
+
+// RegisterText declares only the text encoder with the executor: the
+// runtime that holds a shared encoder.
+func (p *Pipeline) RegisterText(ex *residency.Executor) error {
+	src, err := p.weightSource(TextEncoder)
+	if err != nil {
+		return err
+	}
+	return ex.Register(p.text.Component(TextEncoder, src))
 }
 
 // Open reads the folder's configs and tokenizer; no weights are read.
@@ -167,6 +190,9 @@ func (p *Pipeline) weightSource(name string) (residency.Source, error) {
 // Register declares the pipeline's weight components with the executor.
 func (p *Pipeline) Register(ex *residency.Executor) error {
 	for _, name := range p.weightComponents() {
+		if name == TextEncoder && p.SharedText != nil {
+			continue
+		}
 		src, err := p.weightSource(name)
 		if err != nil {
 			return err
@@ -310,9 +336,12 @@ func (p *Pipeline) encodeText(rt *pipeline.Runtime, r Request) (pos, neg []float
 			}
 		}
 	}
-	ex := rt.Exec
+	ex, text := rt.Exec, p.text
+	if st := p.SharedText; st != nil {
+		ex, text = st.Runtime.Exec, st.Pipeline.text
+	}
 	ops := ex.Ops(TextEncoder)
-	h, err := p.text.Encode(ex, ops, ids, mask, len(prompts), n)
+	h, err := text.Encode(ex, ops, ids, mask, len(prompts), n)
 	ex.Done(TextEncoder)
 	if err != nil {
 		return nil, nil, fmt.Errorf("text encoder: %w", err)

@@ -67,6 +67,16 @@ type Peaks struct {
 	DeviceBytes int64   `json:"device_bytes"`
 	HostBytes   int64   `json:"host_bytes"`
 	Seconds     float64 `json:"seconds"`
+	// Plan names the residency plan: predicted at admission (against the
+	// whole budget), measured the one that ran (chosen again at dispatch
+	// against what was resident then).
+	Plan string `json:"plan,omitempty"`
+	// LoadSeconds (predicted) is what loading the weights the plan keeps
+	// resident costs a job that finds none of them loaded: what a warm job
+	// saves.
+	LoadSeconds float64 `json:"load_seconds,omitempty"`
+	// Warm (measured) says the job found its model's runtime resident.
+	Warm bool `json:"warm,omitempty"`
 }
 
 // Need is what a job asks of a worker, for leasing: the model and the

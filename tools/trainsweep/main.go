@@ -29,6 +29,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"ferry/units"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -42,7 +43,6 @@ import (
 
 	"ferry/backend/cpu"
 	"ferry/checkpoint"
-	"ferry/cli"
 	"ferry/dtype"
 	"ferry/hwprofile"
 	"ferry/lora"
@@ -244,10 +244,10 @@ func (o *options) parse() error {
 		return fmt.Errorf("--shape %q: want WIDTHxHEIGHTxFRAMES", o.shape)
 	}
 	var err error
-	if o.deviceBytes, err = cli.ParseSize(o.device); err != nil {
+	if o.deviceBytes, err = units.ParseSize(o.device); err != nil {
 		return fmt.Errorf("--device-mem: %w", err)
 	}
-	if o.hostBytes, err = cli.ParseSize(o.host); err != nil {
+	if o.hostBytes, err = units.ParseSize(o.host); err != nil {
 		return fmt.Errorf("--host-mem: %w", err)
 	}
 	if o.steps < 2 {

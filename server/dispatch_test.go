@@ -1,0 +1,113 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"ferry/server/queue"
+)
+
+// othersDevice is what every model but name (and shared components) holds
+// on the device now.
+func (h *harness) othersDevice(name string) int64 {
+	h.s.models.mu.Lock()
+	defer h.s.models.mu.Unlock()
+	dev, _ := h.s.models.residentBytes(h.s.models.byName[name])
+	return dev
+}
+
+// runOn submits tiny() on model and waits for it to complete.
+func (h *harness) runOn(model string) videoJSON {
+	h.t.Helper()
+	v := h.wait(h.submit(strings.Replace(tiny(""), "wan-tiny", model, 1)), 2*time.Minute, terminal)
+	if v.Status != queue.StatusCompleted {
+		h.t.Fatalf("job on %s: %s %+v", model, v.Status, v.Error)
+	}
+	if v.Measured == nil || v.Measured.Plan == "" {
+		h.t.Fatalf("job on %s: no plan recorded in measured: %+v", model, v.Measured)
+	}
+	return v
+}
+
+// withinBudget fails when a job's device peak beside what the other
+// models held exceeded the budget (others only shrink while one job runs:
+// demotion happens before it starts, and keep-alive is forever here).
+func (h *harness) withinBudget(model string, v videoJSON, budget int64) {
+	h.t.Helper()
+	if others := h.othersDevice(model); v.Measured.DeviceBytes+others > budget {
+		h.t.Fatalf("job on %s: device peak %d beside %d resident elsewhere exceeds the budget %d", model, v.Measured.DeviceBytes, others, budget)
+	}
+}
+
+// pinPlan keeps tiny-a's transformer on the device between jobs (the rest
+// computes on the host), so that it holds device memory while idle.
+const pinPlan = `"plan":"{\"name\":\"pin\",\"components\":{\"transformer\":{\"placement\":\"resident\"},` +
+	`\"text_encoder\":{\"placement\":\"host\"},\"vae\":{\"placement\":\"host\"}}}"`
+
+// At dispatch the plan is chosen again against what is resident: with
+// tiny-a's transformer resident, tiny-b's dispatch either takes a plan
+// that fits in what is left or demotes tiny-a, and the device budget is
+// never exceeded. With tiny-a in use (nothing can be demoted), tiny-b
+// must run a smaller plan than admission chose.
+func TestDispatchReplans(t *testing.T) {
+	dir := twoModels(t)
+	const budget = 9 << 20
+	bodyA := strings.Replace(tiny(pinPlan), "wan-tiny", "tiny-a", 1)
+
+	t.Run("pinned", func(t *testing.T) {
+		h := start(t, Config{Models: []string{dir}, KeepAlive: -1, DeviceBytes: budget})
+		h.wait(h.submit(bodyA), 2*time.Minute, terminal)
+		sp, err := mustSpec(t, bodyA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _, err := h.s.models.acquire(&sp) // in use: its weights cannot go
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := h.othersDevice("tiny-b")
+		ev := h.s.models.snapshot().Evictions
+		b := h.runOn("tiny-b")
+		h.s.models.release(a, false, nil, 0)
+		if held == 0 || b.Predicted.DeviceBytes+held <= budget {
+			t.Fatalf("the test needs tiny-a resident and admission's plan not to fit beside it: %d + %d <= %d", b.Predicted.DeviceBytes, held, budget)
+		}
+		if got := h.s.models.snapshot().Evictions; got != ev {
+			t.Fatalf("tiny-a was in use but %d demotions happened", got-ev)
+		}
+		if b.Measured.DeviceBytes+held > budget {
+			t.Fatalf("tiny-b peaked at %d beside tiny-a's %d: over the budget %d", b.Measured.DeviceBytes, held, budget)
+		}
+		if b.Measured.Plan == b.Predicted.Plan {
+			t.Errorf("dispatch ran admission's plan %s although it does not fit beside tiny-a", b.Predicted.Plan)
+		}
+		t.Logf("tiny-b: admitted with %s (peak %d), ran %s (peak %d) beside %d", b.Predicted.Plan, b.Predicted.DeviceBytes, b.Measured.Plan, b.Measured.DeviceBytes, held)
+	})
+
+	t.Run("idle", func(t *testing.T) {
+		h := start(t, Config{Models: []string{dir}, KeepAlive: -1, DeviceBytes: budget})
+		for i := range 4 {
+			m, body := "tiny-a", bodyA
+			if i%2 == 1 {
+				m, body = "tiny-b", strings.Replace(tiny(""), "wan-tiny", "tiny-b", 1)
+			}
+			v := h.wait(h.submit(body), 2*time.Minute, terminal)
+			if v.Status != queue.StatusCompleted || v.Measured == nil || v.Measured.Plan == "" {
+				t.Fatalf("job %d on %s: %s %+v %+v", i, m, v.Status, v.Error, v.Measured)
+			}
+			t.Logf("job %d on %s: ran %s, peak %d (predicted %d), warm %v, evictions %d", i, m, v.Measured.Plan, v.Measured.DeviceBytes, v.Predicted.DeviceBytes, v.Measured.Warm, h.s.models.snapshot().Evictions)
+			h.withinBudget(m, v, budget)
+		}
+	})
+}
+
+// mustSpec is a request body's spec.
+func mustSpec(t *testing.T, body string) (spec, error) {
+	t.Helper()
+	r, err := decodeRequest([]byte(body))
+	if err != nil {
+		return spec{}, err
+	}
+	return r.toSpec()
+}

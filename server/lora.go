@@ -1,0 +1,180 @@
+package server
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"ferry/pipeline/wan"
+)
+
+// maxLoRAs bounds the adapters one request may stack.
+const maxLoRAs = 8
+
+// loraRef is one LoRA a request names: a file under the server's LoRA
+// folders (never any other path) and the multiplier of its alpha/rank, as
+// `ferry generate --lora FILE[:SCALE]` takes it.
+type loraRef struct {
+	Path  string  `json:"path"`
+	Scale float64 `json:"scale"`
+}
+
+// parseLoRAs reads the request's lora field: "NAME[:SCALE]", an object
+// {"path", "scale"}, or a list of either.
+func parseLoRAs(raw json.RawMessage) ([]loraRef, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		list = []json.RawMessage{raw}
+	}
+	if len(list) > maxLoRAs {
+		return nil, badField("lora", "%d adapters: at most %d", len(list), maxLoRAs)
+	}
+	out := make([]loraRef, 0, len(list))
+	for _, item := range list {
+		l, err := parseLoRA(item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func parseLoRA(raw json.RawMessage) (loraRef, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		l := loraRef{Path: s, Scale: 1}
+		// As --lora: a suffix after the last colon that is a number is the
+		// scale; anything else is part of the name.
+		if i := strings.LastIndexByte(s, ':'); i >= 0 {
+			if f, err := strconv.ParseFloat(s[i+1:], 64); err == nil {
+				l.Path, l.Scale = s[:i], f
+			}
+		}
+		return l, checkLoRARef(l)
+	}
+	var obj struct {
+		Path  string   `json:"path"`
+		Scale *float64 `json:"scale"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&obj); err != nil {
+		return loraRef{}, badField("lora", "want \"NAME[:SCALE]\", {\"path\": NAME, \"scale\": S} or a list of them")
+	}
+	l := loraRef{Path: obj.Path, Scale: 1}
+	if obj.Scale != nil {
+		l.Scale = *obj.Scale
+	}
+	return l, checkLoRARef(l)
+}
+
+func checkLoRARef(l loraRef) error {
+	if l.Path == "" {
+		return badField("lora", "names no file (want NAME or NAME:SCALE)")
+	}
+	if math.IsNaN(l.Scale) || math.IsInf(l.Scale, 0) || math.Abs(l.Scale) > 1000 {
+		return badField("lora", "scale of %s: want a finite number up to 1000", l.Path)
+	}
+	return nil
+}
+
+// loraRoots are the folders LoRA names resolve in: every --loras folder,
+// and the lora/ or loras/ folder of every --models folder, with links
+// resolved (so that a link cannot lead a name out of them).
+func loraRoots(loraDirs, modelDirs []string) []string {
+	var cands []string
+	cands = append(cands, loraDirs...)
+	for _, d := range modelDirs {
+		cands = append(cands, filepath.Join(d, "lora"), filepath.Join(d, "loras"))
+	}
+	var roots []string
+	for _, c := range cands {
+		abs, err := filepath.Abs(c)
+		if err != nil {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			continue
+		}
+		if st, err := os.Stat(real); err == nil && st.IsDir() && !contains(roots, real) {
+			roots = append(roots, real)
+		}
+	}
+	return roots
+}
+
+// resolveLoRA finds a LoRA name in the roots: a relative name is tried in
+// each root in turn, an absolute one must lie inside a root. A name with
+// "..", or one that resolves (links followed) outside every root, is a
+// 400 that does not say whether such a file exists.
+func resolveLoRA(roots []string, name string) (string, error) {
+	if strings.ContainsRune(name, 0) {
+		return "", badField("lora", "%q is not a file name", name)
+	}
+	for _, part := range strings.Split(filepath.ToSlash(name), "/") {
+		if part == ".." {
+			return "", badField("lora", "%s: \"..\" is not allowed; name a file under the server's LoRA folders", name)
+		}
+	}
+	if len(roots) == 0 {
+		return "", badField("lora", "this server serves no LoRAs (start it with --loras DIR, or put them in a models folder's loras/)")
+	}
+	var cands []string
+	if filepath.IsAbs(name) {
+		cands = []string{filepath.Clean(name)}
+	} else {
+		for _, r := range roots {
+			cands = append(cands, filepath.Join(r, name))
+		}
+	}
+	for _, c := range cands {
+		real, err := filepath.EvalSymlinks(c)
+		if err != nil || !within(roots, real) {
+			continue
+		}
+		if st, err := os.Stat(real); err == nil && st.Mode().IsRegular() {
+			return real, nil
+		}
+	}
+	return "", badField("lora", "%s: no such LoRA under the server's LoRA folders", name)
+}
+
+// within reports whether path lies inside one of roots.
+func within(roots []string, path string) bool {
+	for _, r := range roots {
+		rel, err := filepath.Rel(r, path)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// loadLoRAs resolves and reads a spec's LoRAs against m's transformer.
+// Each job reads its own adapters and the pipeline takes them off after
+// denoising, so two jobs on one model never share adapter state; the base
+// weights are never merged. Caller holds mu and has opened m.
+func (ms *models) loadLoRAs(m *model, s spec) ([]wan.LoRA, error) {
+	var out []wan.LoRA
+	for _, ref := range s.LoRAs {
+		path, err := resolveLoRA(ms.loraRoots, ref.Path)
+		if err != nil {
+			return nil, err
+		}
+		l, err := m.planPipe.LoadLoRA(path, ref.Scale)
+		if err != nil {
+			// The client sees its own name, not the server's folders.
+			return nil, badField("lora", "%s", strings.ReplaceAll(err.Error(), path, ref.Path))
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}

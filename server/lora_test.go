@@ -1,0 +1,231 @@
+package server
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"ferry/checkpoint"
+	"ferry/lora"
+	"ferry/model/modeltest"
+	wanmodel "ferry/model/wan"
+	"ferry/pipeline"
+	"ferry/pipeline/wan"
+	"ferry/server/queue"
+)
+
+// writeLoRA writes a rank-2 LoRA with random A and B on every default
+// target of the model's transformer (as cli's tests build one).
+func writeLoRA(t *testing.T, model, path string, seed uint64) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(model, "transformer", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := wanmodel.ParseConfig(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, shapes := cfg.LinearShapes()
+	var ads []lora.Adapter
+	for i, m := range lora.Targets(names, lora.DefaultTargets) {
+		s := shapes[m]
+		ads = append(ads, lora.Adapter{Module: m, Rank: 2, In: s[1], Out: s[0], Alpha: 2,
+			A: modeltest.Randn(seed*7919+uint64(i), 2*s[1]), B: modeltest.Randn(seed*7919+uint64(1000+i), s[0]*2)})
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := lora.Write(path, ads, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// videoTap collects every completed job's frames.
+type videoTap struct {
+	mu     sync.Mutex
+	videos map[string][]float32
+}
+
+func newVideoTap() *videoTap { return &videoTap{videos: map[string][]float32{}} }
+
+func (v *videoTap) put(id string, video []float32) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.videos[id] = slices.Clone(video)
+}
+
+func (v *videoTap) get(t *testing.T, id string) []float32 {
+	t.Helper()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out, ok := v.videos[id]
+	if !ok {
+		t.Fatalf("no video seen for %s", id)
+	}
+	return out
+}
+
+// referenceVideo runs the pipeline as `ferry generate --lora` does (a
+// fresh runtime, every weight resident) on tiny()'s request.
+func referenceVideo(t *testing.T, model string, loras map[string]float64) []float32 {
+	t.Helper()
+	f, err := checkpoint.OpenFolder(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := wan.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wan.Request{Prompt: "a red fox", Height: 32, Width: 32, Frames: 5, Steps: 2, Guidance: 1, Seed: 7}
+	r.Defaults()
+	for file, scale := range loras {
+		l, err := p.LoadLoRA(file, scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.LoRAs = append(r.LoRAs, l)
+	}
+	rt, err := pipeline.NewRuntime(pipeline.Budget{}, nil, pipeline.Options{ComputeDType: pipeline.DefaultComputeDType()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if err := p.Register(rt.Exec); err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Generate(rt, r, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Video
+}
+
+// LoRA requests on one resident model: each job's adapters apply to that
+// job only (a later job without, or with another LoRA, is not affected),
+// the base weights stay resident, and a job with a LoRA gives exactly the
+// video the pipeline gives `ferry generate --lora` on the same seed.
+func TestLoRARequests(t *testing.T) {
+	tinyDir := filepath.Join(modelRoot, "wan-tiny")
+	loras := t.TempDir()
+	writeLoRA(t, tinyDir, filepath.Join(loras, "fox.safetensors"), 1)
+	writeLoRA(t, tinyDir, filepath.Join(loras, "birds", "owl.safetensors"), 2)
+	tap := newVideoTap()
+	h := start(t, Config{KeepAlive: -1, LoRADirs: []string{loras}, faults: &faults{onVideo: tap.put}})
+
+	bodies := []string{
+		tiny(""),
+		tiny(`"lora":"fox.safetensors:0.5"`),
+		tiny(`"lora":[{"path":"birds/owl.safetensors","scale":1}]`),
+		tiny(`"lora":"fox.safetensors:0.5"`),
+		tiny(""),
+	}
+	var ids []string
+	for _, b := range bodies {
+		ids = append(ids, h.submit(b))
+	}
+	for i, id := range ids {
+		v := h.wait(id, 2*time.Minute, terminal)
+		if v.Status != queue.StatusCompleted {
+			t.Fatalf("job %d: %s %+v", i, v.Status, v.Error)
+		}
+		if i == 1 && (len(v.LoRA) != 1 || v.LoRA[0] != (loraRef{Path: "fox.safetensors", Scale: 0.5})) {
+			t.Errorf("job %d shows lora %+v, want fox.safetensors at 0.5", i, v.LoRA)
+		}
+		if i > 0 && !v.Measured.Warm {
+			t.Errorf("job %d reloaded the base weights (not warm): a LoRA must not replace them", i)
+		}
+	}
+	base, fox, owl, fox2, base2 := tap.get(t, ids[0]), tap.get(t, ids[1]), tap.get(t, ids[2]), tap.get(t, ids[3]), tap.get(t, ids[4])
+	if slices.Equal(base, fox) || slices.Equal(fox, owl) || slices.Equal(base, owl) {
+		t.Fatal("a LoRA left the video unchanged, or two LoRAs gave the same video")
+	}
+	if !slices.Equal(fox, fox2) {
+		t.Error("the same LoRA gave another video after a job with a different one: adapter state leaked")
+	}
+	if !slices.Equal(base, base2) {
+		t.Error("a job without a LoRA after LoRA jobs differs from the first: adapters stayed on the transformer")
+	}
+	if ref := referenceVideo(t, tinyDir, map[string]float64{filepath.Join(loras, "fox.safetensors"): 0.5}); !slices.Equal(fox, ref) {
+		t.Error("the served LoRA video differs from the pipeline's (ferry generate --lora) on the same seed")
+	}
+	if ref := referenceVideo(t, tinyDir, nil); !slices.Equal(base, ref) {
+		t.Error("the served video without LoRA differs from the pipeline's")
+	}
+}
+
+// LoRA names are confined to the server's LoRA folders: "..", absolute
+// paths elsewhere, links leading out and missing files are 400s in the
+// error shape, and nothing is queued.
+func TestLoRAPathsConfined(t *testing.T) {
+	tinyDir := filepath.Join(modelRoot, "wan-tiny")
+	loras, outside := t.TempDir(), t.TempDir()
+	inside := filepath.Join(loras, "fox.safetensors")
+	writeLoRA(t, tinyDir, inside, 1)
+	out := filepath.Join(outside, "secret.safetensors")
+	writeLoRA(t, tinyDir, out, 2)
+	if err := os.Symlink(out, filepath.Join(loras, "link.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(loras, "junk.safetensors"), []byte("not a lora"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, Config{LoRADirs: []string{loras}})
+	bad := []string{
+		`"lora":"../` + filepath.Base(outside) + `/secret.safetensors"`,
+		`"lora":"birds/../../secret.safetensors"`,
+		`"lora":"` + out + `"`,
+		`"lora":"/etc/passwd"`,
+		`"lora":"link.safetensors"`,
+		`"lora":"missing.safetensors"`,
+		`"lora":"junk.safetensors"`,
+		`"lora":""`,
+		`"lora":42`,
+		`"lora":{"path":"fox.safetensors","scale":"x"}`,
+		`"lora":{"file":"fox.safetensors"}`,
+		`"lora":"fox.safetensors:NaN"`,
+	}
+	for _, b := range bad {
+		code, _, data := h.do("POST", "/v1/videos", tiny(b))
+		if code != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", b, code, data)
+			continue
+		}
+		errorCode(t, data)
+		// The client's own words come back; the server's folders do not.
+		if (strings.Contains(string(data), outside) && !strings.Contains(b, outside)) || strings.Contains(string(data), loras) {
+			t.Errorf("%s: the error names a server path: %s", b, data)
+		}
+	}
+	// An absolute path inside the folder is the same file as its name.
+	for _, b := range []string{`"lora":"` + inside + `"`, `"lora":"fox.safetensors"`} {
+		if code, _, data := h.do("POST", "/v1/videos", tiny(b)); code != http.StatusAccepted {
+			t.Errorf("%s: %d %s, want 202", b, code, data)
+		}
+	}
+	// Without LoRA folders, no name resolves.
+	h2 := start(t, Config{})
+	if code, _, data := h2.do("POST", "/v1/videos", tiny(`"lora":"fox.safetensors"`)); code != http.StatusBadRequest {
+		t.Errorf("no --loras: %d %s, want 400", code, data)
+	}
+}
+
+// A models folder's loras/ (or lora/) folder is a LoRA root too.
+func TestLoRARootsOfModels(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "loras"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	extra := t.TempDir()
+	roots := loraRoots([]string{extra, filepath.Join(dir, "absent")}, []string{dir})
+	if len(roots) != 2 || !strings.HasSuffix(roots[1], "loras") {
+		t.Fatalf("roots %v: want the --loras folder and the models folder's loras/", roots)
+	}
+}

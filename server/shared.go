@@ -1,0 +1,247 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"ferry/dtype"
+	"ferry/pipeline"
+	"ferry/pipeline/wan"
+	"ferry/residency"
+)
+
+// sharedText is one text encoder that several model folders hold with the
+// same content (one UMT5 for two Wan sizes): the server keeps it in one
+// runtime of its own and every member encodes its prompts there, so its
+// weights are loaded and held once.
+type sharedText struct {
+	id      string // "text_encoder-" and the content hash's head
+	members []*model
+
+	// Guarded by models.mu.
+	pipe  *wan.Pipeline // opened from the first member's folder; its encoder is the one rt holds
+	rt    *pipeline.Runtime
+	rtKey string
+	ctx   *switchCtx
+	user  *model // the member whose job runs on it now
+}
+
+// inUse says a job other than skip's holds the encoder now.
+func (sh *sharedText) inUse(skip *model) bool { return sh.user != nil && sh.user != skip }
+
+func (sh *sharedText) deviceBytes() int64 {
+	if sh.rt == nil {
+		return 0
+	}
+	return sh.rt.Device.Stats().Reserved
+}
+
+func (sh *sharedText) hostBytes() int64 {
+	if sh.rt == nil {
+		return 0
+	}
+	return sh.rt.Host.Stats().Reserved
+}
+
+func (sh *sharedText) names() []string {
+	var out []string
+	for _, m := range sh.members {
+		out = append(out, m.name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// findShared groups models whose text encoders have the same content. A
+// folder whose encoder cannot be fingerprinted keeps its own.
+func findShared(byName map[string]*model) []*sharedText {
+	groups := map[string][]*model{}
+	for _, m := range byName {
+		key, err := componentKey(filepath.Join(m.dir, wan.TextEncoder))
+		if err == nil {
+			groups[key] = append(groups[key], m)
+		}
+	}
+	var out []*sharedText
+	for key, ms := range groups {
+		if len(ms) < 2 {
+			continue
+		}
+		sort.Slice(ms, func(a, b int) bool { return ms[a].name < ms[b].name })
+		sh := &sharedText{id: wan.TextEncoder + "-" + key[:12], members: ms, ctx: newSwitchCtx()}
+		for _, m := range ms {
+			m.shared = sh
+		}
+		out = append(out, sh)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].id < out[b].id })
+	return out
+}
+
+// componentKey fingerprints a component folder's content: its config and,
+// for every safetensors file, its size, its whole header (names, dtypes,
+// shapes, offsets) and 64 samples of 4 KiB spread over its data. Two
+// folders with the same key hold the same weights unless they differ only
+// between the samples, which a fine-tune (every tensor moves) does not;
+// identical files (copies, links) always match.
+func componentKey(dir string) (string, error) {
+	h := sha256.New()
+	cfg, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return "", err
+	}
+	h.Write(cfg)
+	files, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if err != nil || len(files) == 0 {
+		return "", fmt.Errorf("%s: no safetensors files", dir)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		fmt.Fprintf(h, "\x00%s\x00", filepath.Base(f))
+		if err := fingerprint(h, f); err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// fingerprint writes a safetensors file's size, header and data samples.
+func fingerprint(w io.Writer, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := st.Size()
+	var n [8]byte
+	if _, err := f.ReadAt(n[:], 0); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	hdr := int64(binary.LittleEndian.Uint64(n[:]))
+	if hdr <= 0 || 8+hdr > size || hdr > 100<<20 {
+		return fmt.Errorf("%s: not a safetensors file", path)
+	}
+	fmt.Fprintf(w, "%d\x00", size)
+	if _, err := io.Copy(w, io.NewSectionReader(f, 0, 8+hdr)); err != nil {
+		return err
+	}
+	const samples, chunk = 64, 4096
+	data := size - 8 - hdr
+	buf := make([]byte, chunk)
+	for i := range int64(samples) {
+		off := 8 + hdr + data*i/samples
+		k, err := f.ReadAt(buf[:min(chunk, size-off)], off)
+		if err != nil && err != io.EOF {
+			return err
+		}
+		w.Write(buf[:k])
+	}
+	return nil
+}
+
+// holdShared makes sure m's shared encoder has a runtime for dtype dt and
+// budgets b (placing the encoder as plan places it), and points m's
+// pipeline at it. Caller holds mu and has opened m.
+func (ms *models) holdShared(m *model, plan *residency.Plan, b pipeline.Budget, dt dtype.DType) error {
+	sh := m.shared
+	if sh.pipe == nil {
+		first := sh.members[0]
+		if err := ms.open(first); err != nil {
+			return err
+		}
+		p, err := wan.Open(first.folder)
+		if err != nil {
+			return fmt.Errorf("shared %s: %w", sh.id, err)
+		}
+		sh.pipe = p
+	}
+	key := runtimeKey(dt, b)
+	if sh.rt == nil || sh.rtKey != key {
+		ms.closeShared(sh)
+		tp := &residency.Plan{Name: plan.Name, Run: plan.Run,
+			Components: map[string]residency.ComponentPlan{wan.TextEncoder: plan.For(wan.TextEncoder)}}
+		rt, err := pipeline.NewRuntime(b, tp, pipeline.Options{Context: sh.ctx, ComputeDType: dt,
+			SmallPagesFirst: ms.hw.SmallPagesFirst(), OnBlock: sh.ctx.onBlock})
+		if err != nil {
+			return err
+		}
+		if err := sh.pipe.RegisterText(rt.Exec); err != nil {
+			rt.Close()
+			return fmt.Errorf("shared %s: %w", sh.id, err)
+		}
+		sh.rt, sh.rtKey = rt, key
+	}
+	m.runPipe.SharedText = &wan.SharedText{Pipeline: sh.pipe, Runtime: sh.rt}
+	return nil
+}
+
+// closeShared drops a shared encoder's weights to the disk tier. Caller
+// holds mu.
+func (ms *models) closeShared(sh *sharedText) {
+	if sh.rt == nil {
+		return
+	}
+	sh.rt.Close()
+	sh.rt, sh.rtKey = nil, ""
+	ms.evictions++
+	for _, m := range sh.members {
+		if m.runPipe != nil {
+			m.runPipe.SharedText = nil
+		}
+	}
+}
+
+// dropUnused closes a shared encoder no resident member needs any more.
+// Caller holds mu.
+func (ms *models) dropUnused(sh *sharedText) {
+	if sh == nil || sh.user != nil {
+		return
+	}
+	for _, m := range sh.members {
+		if m.rt != nil {
+			return
+		}
+	}
+	ms.closeShared(sh)
+}
+
+// sharedView is a shared component in GET /v1/residency: held once, for
+// every model named.
+type sharedView struct {
+	ID          string          `json:"id"`
+	Component   string          `json:"component"`
+	Models      []string        `json:"models"`
+	Resident    bool            `json:"resident"`
+	InUse       bool            `json:"in_use"`
+	DeviceBytes int64           `json:"device_bytes"`
+	HostBytes   int64           `json:"host_bytes"`
+	Components  []componentView `json:"components"`
+}
+
+func (sh *sharedText) view() sharedView {
+	v := sharedView{ID: sh.id, Component: wan.TextEncoder, Models: sh.names(), Resident: sh.rt != nil,
+		InUse: sh.user != nil, Components: []componentView{}}
+	if sh.rt != nil {
+		v.DeviceBytes, v.HostBytes = sh.deviceBytes(), sh.hostBytes()
+		v.Components = componentsOf(sh.rt)
+	}
+	return v
+}
+
+// sharedNote names the shared components of m, for its residency entry.
+func sharedNote(m *model) []string {
+	if m.shared == nil {
+		return nil
+	}
+	return []string{m.shared.id}
+}
