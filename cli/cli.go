@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Exit codes.
@@ -50,6 +51,8 @@ func asUser(err error) error {
 type env struct {
 	ctx            context.Context
 	stdout, stderr io.Writer
+	// parseOnly stops the command once its flags parse (ParseArgs).
+	parseOnly bool
 }
 
 type command struct {
@@ -125,12 +128,39 @@ func commandNames() []string {
 	return names
 }
 
+// examples are the command lines each command's -h shows, the README's
+// own (cli/readme_test.go parses every one with its command's flags).
+var examples = map[string][]string{
+	"cache":     {`ferry cache --model ~/models/Wan2.1-T2V-1.3B-Diffusers --data clips/ --out cache/ --width 256 --height 256 --frames 17`},
+	"calibrate": {`ferry calibrate`},
+	"generate": {
+		`ferry generate --model ~/models/Wan2.1-T2V-1.3B-Diffusers --prompt "A cat walks on the grass, realistic" --height 480 --width 832 --frames 81 --device-mem 4GiB --host-mem 8GiB --out cat.mp4`,
+		`ferry generate --model ~/models/Wan2.1-T2V-1.3B-Diffusers --lora my.safetensors:0.8 --prompt "..." --out e.mp4`,
+	},
+	"inspect": {`ferry inspect --model wan2.1-t2v-1.3b`},
+	"plan": {
+		`ferry plan --model wan2.1-t2v-14b --height 480 --width 832 --frames 81 --device-mem 8GiB`,
+		`ferry plan --train --arch wan2.1-t2v-1.3b --height 256 --width 256 --frames 17 --batch-size auto --lora-rank 32 --device-mem 4GiB --host-mem 12GiB`,
+	},
+	"serve": {`ferry serve --listen 127.0.0.1:8080 --data-dir data --models models --device-mem 1GiB --host-mem 4GiB --keep-alive 5m`},
+	"synth": {`ferry synth --arch wan-tiny --out models/wan-tiny`},
+	"train": {`ferry train --model ~/models/Wan2.1-T2V-1.3B-Diffusers --data cache/ --out my.safetensors --steps 500 --lora-rank 32 --batch-size auto --device-mem 4GiB --host-mem 12GiB`},
+}
+
+// startExamples are the commands `ferry help` shows first.
+var startExamples = []string{"plan", "generate", "train", "serve"}
+
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "ferry runs diffusion models on machines with less memory than the model.")
+	fmt.Fprintln(w, "ferry runs and fine-tunes video diffusion models (Wan 2.1 and 2.2) on machines")
+	fmt.Fprintln(w, "with less memory than the model, under --device-mem and --host-mem budgets.")
 	fmt.Fprintln(w, "\nUsage: ferry <command> [flags]   (ferry <command> -h for its flags)")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, n := range commandNames() {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nExamples (README.md has more):")
+	for _, n := range startExamples {
+		fmt.Fprintf(w, "  %s\n", examples[n][0])
 	}
 }
 
@@ -139,8 +169,15 @@ func usage(w io.Writer) {
 func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	if e.parseOnly {
+		parseOnlySets.Store(fs, struct{}{})
+	}
 	fs.Usage = func() {
-		fmt.Fprintf(e.stdout, "Usage: ferry %s %s\n\nFlags:\n", name, synopsis)
+		fmt.Fprintf(e.stdout, "Usage: ferry %s %s\n", name, synopsis)
+		if ex := examples[name]; len(ex) > 0 {
+			fmt.Fprintf(e.stdout, "\nExamples:\n  %s\n", strings.Join(ex, "\n  "))
+		}
+		fmt.Fprint(e.stdout, "\nFlags:\n")
 		fs.SetOutput(e.stdout)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
@@ -148,8 +185,52 @@ func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args, turning flag errors into one-line user errors.
+// parseOnlySets holds the flag sets of commands started by ParseArgs; parse
+// stops those commands with errParsedOnly before they do anything.
+var parseOnlySets sync.Map // *flag.FlagSet -> struct{}
+
+// errParsedOnly is how parse stops a command started by ParseArgs.
+var errParsedOnly = errors.New("flags parsed; command not run")
+
+// ParseArgs parses a ferry command line (command, then flags) with the
+// command's own flag set and stops before the command runs. It returns nil
+// when the command exists and every flag exists and takes its value, else
+// the one-line error ferry would print. Tests use it to keep documented
+// command lines valid without running them.
+func ParseArgs(args []string) error {
+	if len(args) == 0 {
+		return userf("no command (commands: %s)", strings.Join(commandNames(), ", "))
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		return userf("unknown command %q (commands: %s)", args[0], strings.Join(commandNames(), ", "))
+	}
+	e := &env{ctx: context.Background(), stdout: io.Discard, stderr: io.Discard, parseOnly: true}
+	err := cmd.run(e, args[1:])
+	if errors.Is(err, errParsedOnly) {
+		return nil
+	}
+	if err == nil {
+		return fmt.Errorf("ferry %s ran without parsing its flags through parse", args[0])
+	}
+	return err
+}
+
+// parse parses args, turning flag errors into one-line user errors. A
+// command started by ParseArgs stops here with errParsedOnly.
 func parse(fs *flag.FlagSet, args []string) error {
+	_, only := parseOnlySets.LoadAndDelete(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if only {
+		return errParsedOnly
+	}
+	return nil
+}
+
+// parseFlags is parse without the ParseArgs stop.
+func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err // Parse has printed the usage already

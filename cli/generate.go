@@ -119,7 +119,7 @@ func (g *genFlags) define(e *env) *flag.FlagSet {
 	g.planFlags.define(fs)
 	fs.Var(&g.deviceMem, "device-mem", "device memory budget, e.g. 8GiB (default: unlimited)")
 	fs.Var(&g.hostMem, "host-mem", "host memory budget for offloaded weights, e.g. 16GiB (default: unlimited)")
-	fs.StringVar(&g.out, "out", "", "output: .mp4, .avi, .gif, .png, DIR/ (PNG frames) or .safetensors")
+	fs.StringVar(&g.out, "out", "", "output: .mp4 (needs ffmpeg on PATH), .avi, .gif, .png, DIR/ (PNG frames) or .safetensors")
 	fs.Float64Var(&g.fps, "fps", 16, "frames per second of video outputs")
 	fs.StringVar(&g.report, "report", "", "write the run's report (JSON) here")
 	fs.StringVar(&g.trace, "trace", "", "write a Chrome trace (JSON) here")

@@ -26,16 +26,28 @@ type planFlags struct {
 	hwOverrides    map[string]*float64
 }
 
+// fastVideoHelp says what each FastVideo flag becomes in a ferry plan, as
+// the README's table of flags from other tools does.
+var fastVideoHelp = map[string]string{
+	planner.FlagDiTLayerwiseOffload:    "the transformer streamed block by block, prefetch 1",
+	planner.FlagDiTCPUOffload:          "the transformer streamed block by block, prefetch 0",
+	planner.FlagTextEncoderCPUOffload:  "the text encoder streamed block by block, prefetch 0",
+	planner.FlagVAECPUOffload:          "the VAE moved to the device whole for the decode",
+	planner.FlagImageEncoderCPUOffload: "the image encoder computed on the host",
+	planner.FlagPinCPUMemory:           "accepted; the CPU's host tier needs no pinning",
+	planner.FlagUseFSDPInference:       "an error: ferry runs on one device so far",
+}
+
 func (p *planFlags) define(fs *flag.FlagSet) {
-	fs.StringVar(&p.spec, "plan", "", "residency plan: a preset ("+strings.Join(planner.PresetNames(), ", ")+") or a plan file (.json/.yaml); default auto")
+	fs.StringVar(&p.spec, "plan", "", "residency plan: a preset ("+strings.Join(planner.PresetNames(), ", ")+") or a plan file (.json/.yaml); default auto, the fastest plan predicted to fit the budgets. level0..level3 are Smart-Diffusion's low_mem_level; model-offload, sequential-offload and group-offload diffusers' offload modes; vram-limit DiffSynth's vram_limit")
 	fs.StringVar(&p.dtype, "dtype", defaultDTypeName(), "compute dtype of the GEMMs: bf16 (weights stay bf16, activations rounded at the GEMM input; the default where the CPU has AVX512-BF16) or fp32")
 	fs.BoolVar(&p.force, "force", false, "run a plan even when it is predicted not to fit the budgets")
-	fs.IntVar(&p.blocksPerGroup, "blocks-per-group", 1, "group-offload: blocks per group")
-	fs.BoolVar(&p.useStream, "use-stream", false, "group-offload: overlap copies with compute")
-	fs.Var(&p.vramLimit, "vram-limit", "vram-limit preset: the limit (default --device-mem)")
+	fs.IntVar(&p.blocksPerGroup, "blocks-per-group", 1, "with --plan group-offload: blocks per group (diffusers' num_blocks_per_group)")
+	fs.BoolVar(&p.useStream, "use-stream", false, "with --plan group-offload: fetch the next group while this one computes (diffusers' use_stream)")
+	fs.Var(&p.vramLimit, "vram-limit", "with --plan vram-limit (DiffSynth's vram_limit): as much resident as fits this, the rest streamed (default --device-mem)")
 	p.fastVideo = map[string]*bool{}
 	for _, name := range planner.FlagNames() {
-		p.fastVideo[name] = fs.Bool(name, false, "FastVideo's --"+name)
+		p.fastVideo[name] = fs.Bool(name, false, "FastVideo's --"+name+": "+fastVideoHelp[name])
 	}
 	p.hwOverrides = map[string]*float64{}
 	for _, f := range hwprofile.Flags() {
@@ -63,6 +75,7 @@ func (p *planFlags) hardware(prof *planner.Profile) (hwprofile.Profile, error) {
 	if err != nil {
 		return hw, asUser(fmt.Errorf("%w (run ferry calibrate again)", err))
 	}
+	noteHardware(hw)
 	if prof != nil {
 		hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps())
 	}
