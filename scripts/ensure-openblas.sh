@@ -11,12 +11,10 @@
 have() { ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so'; }
 if have; then exit 0; fi
 
-# avx2_fma: this is an x86-64 CPU with AVX2 and FMA (/proc/cpuinfo's flags).
+# avx2_fma: this is an x86-64 CPU with AVX2 and FMA (/proc/cpuinfo's
+# "flags" line exists on x86 only; `uname -m` is not trusted: some virtual
+# machines report the host's architecture there).
 avx2_fma() {
-	case "$(uname -m)" in
-	x86_64 | amd64) ;;
-	*) return 1 ;;
-	esac
 	flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
 	case "$flags" in *" avx2 "*) ;; *) return 1 ;; esac
 	case "$flags" in *" fma "*) return 0 ;; esac
