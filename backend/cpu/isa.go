@@ -1,46 +1,24 @@
 package cpu
 
 import (
-	"fmt"
 	"os"
-	"strings"
 	"sync"
+
+	"ferry/backend/cpu/gemm"
 )
 
 // isaLevel is an instruction-set level the non-GEMM kernels have versions
-// for: the portable Go loops, AVX2 with FMA, or AVX-512 F.
-type isaLevel int
+// for (gemm.ISALevel: the GEMM's levels, one FERRY_CPU for both).
+type isaLevel = gemm.ISALevel
 
 const (
-	isaGeneric isaLevel = iota
-	isaAVX2
-	isaAVX512
+	isaGeneric = gemm.ISAGeneric
+	isaAVX2    = gemm.ISAAVX2
+	isaAVX512  = gemm.ISAAVX512
 )
 
-func (l isaLevel) String() string {
-	switch l {
-	case isaAVX2:
-		return "avx2"
-	case isaAVX512:
-		return "avx512"
-	}
-	return "generic"
-}
-
-// parseISACap reads a FERRY_CPU value: the highest level the kernels may
-// use. "" (and "auto") leaves the choice to the CPU. An unknown value is
-// an error, and caps nothing.
-func parseISACap(s string) (isaLevel, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "auto", "avx512":
-		return isaAVX512, nil
-	case "avx2":
-		return isaAVX2, nil
-	case "generic":
-		return isaGeneric, nil
-	}
-	return isaAVX512, fmt.Errorf("FERRY_CPU=%q is not avx2, avx512 or generic: ignored", s)
-}
+// parseISACap reads a FERRY_CPU value as the GEMM does.
+func parseISACap(s string) (isaLevel, error) { return gemm.ParseISACap(s) }
 
 // isaCap is FERRY_CPU, read once: a machine with AVX-512 can then run and
 // measure what an AVX2-only one runs.

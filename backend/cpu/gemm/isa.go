@@ -6,40 +6,53 @@ import (
 	"strings"
 )
 
-// isaLevel is an instruction-set level the GEMM has kernels for: portable
-// Go, AVX2 with FMA (and F16C for the expanding packers), or AVX-512.
-type isaLevel int
+// ISALevel is an instruction-set level ferry has kernels for: portable Go,
+// AVX2 with FMA (and F16C for the expanding packers), or AVX-512. The GEMM
+// and backend/cpu's other kernels read FERRY_CPU through ParseISACap.
+type ISALevel int
 
+// The levels, lowest first.
 const (
-	isaGeneric isaLevel = iota
-	isaAVX2
-	isaAVX512
+	ISAGeneric ISALevel = iota
+	ISAAVX2
+	ISAAVX512
 )
 
-func (l isaLevel) String() string {
+func (l ISALevel) String() string {
 	switch l {
-	case isaAVX2:
+	case ISAAVX2:
 		return "avx2"
-	case isaAVX512:
+	case ISAAVX512:
 		return "avx512"
 	}
 	return "generic"
 }
 
-// parseISACap reads a FERRY_CPU value (as backend/cpu reads it): the
-// highest level the kernels may use. "", "auto" and "avx512" cap nothing;
-// an unknown value is an error and caps nothing.
-func parseISACap(s string) (isaLevel, error) {
+// ParseISACap reads a FERRY_CPU value: the highest level the kernels may
+// use. "", "auto" and "avx512" cap nothing; an unknown value is an error
+// and caps nothing.
+func ParseISACap(s string) (ISALevel, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "auto", "avx512":
-		return isaAVX512, nil
+		return ISAAVX512, nil
 	case "avx2":
-		return isaAVX2, nil
+		return ISAAVX2, nil
 	case "generic":
-		return isaGeneric, nil
+		return ISAGeneric, nil
 	}
-	return isaAVX512, fmt.Errorf("FERRY_CPU=%q is not avx2, avx512 or generic: ignored", s)
+	return ISAAVX512, fmt.Errorf("FERRY_CPU=%q is not avx2, avx512 or generic: ignored", s)
 }
+
+// isaLevel and its constants are the package's short names for ISALevel.
+type isaLevel = ISALevel
+
+const (
+	isaGeneric = ISAGeneric
+	isaAVX2    = ISAAVX2
+	isaAVX512  = ISAAVX512
+)
+
+func parseISACap(s string) (isaLevel, error) { return ParseISACap(s) }
 
 // isaCap is FERRY_CPU, read once at start-up so that every GEMM built in
 // the process (DefaultGo, the tile GEMM, DefaultBF16) agrees. Tests change
