@@ -68,12 +68,21 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 	if err := p.CheckSize(r); err != nil {
 		return nil, asUser(err)
 	}
-	for _, s := range g.loras {
-		l, err := p.LoadLoRA(s.file, s.scale)
-		if err != nil {
-			return nil, asUser(fmt.Errorf("--lora %w", err))
+	for _, list := range []struct {
+		flag  string
+		specs loraFlag
+		into  *[]wan.LoRA
+	}{{"--lora", g.loras, &r.LoRAs}, {"--lora-2", g.loras2, &r.LoRAs2}} {
+		for _, s := range list.specs {
+			l, err := p.LoadLoRA(s.file, s.scale)
+			if err != nil {
+				return nil, asUser(fmt.Errorf("%s %w", list.flag, err))
+			}
+			*list.into = append(*list.into, l)
 		}
-		r.LoRAs = append(r.LoRAs, l)
+	}
+	if err := p.CheckExperts(r); err != nil {
+		return nil, asUser(err)
 	}
 	return &wanJob{p: p, req: r, name: filepath.Base(filepath.Clean(f.Dir)), dir: f.Dir, notes: notes}, nil
 }
@@ -118,7 +127,8 @@ func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
 		return nil, planner.Request{}, err
 	}
 	return prof, planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
-		PromptTokens: j.p.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance, FlowShift: r.FlowShift, AdapterBytes: wan.LoRABytes(r.LoRAs)}, nil
+		PromptTokens: j.p.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance, FlowShift: r.FlowShift, AdapterBytes: wan.LoRABytes(r.LoRAs),
+		AdapterBytes2: wan.LoRABytes(r.LoRAs2)}, nil
 }
 
 // guidance2 sets the low-noise expert's scale: --guidance-2 (v >= 0), else

@@ -40,7 +40,7 @@ type genFlags struct {
 	chart              string
 	quiet              bool
 	fps                float64
-	loras              loraFlag
+	loras, loras2      loraFlag
 }
 
 // unsetFloat is a float flag whose negative value means "not given": -h
@@ -125,7 +125,8 @@ func (g *genFlags) define(e *env) *flag.FlagSet {
 	fs.StringVar(&g.trace, "trace", "", "write a Chrome trace (JSON) here")
 	fs.StringVar(&g.chart, "chart", "", "write a memory chart (.svg or .png) here")
 	fs.BoolVar(&g.quiet, "quiet", false, "print nothing but errors")
-	fs.Var(&g.loras, "lora", "apply a LoRA to the transformer: FILE[:SCALE], SCALE multiplying alpha/rank (default 1); repeatable")
+	fs.Var(&g.loras, "lora", "apply a LoRA to the transformer (the high-noise expert of a Wan 2.2 A14B folder): FILE[:SCALE], SCALE multiplying alpha/rank (default 1); repeatable")
+	fs.Var(&g.loras2, "lora-2", "apply a LoRA to the low-noise expert (transformer_2) of a Wan 2.2 A14B folder: FILE[:SCALE]; repeatable")
 	return fs
 }
 
@@ -178,7 +179,7 @@ func runGenerate(e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "ferry generate: note: %s\n", s)
 		}
 	}
-	if _, ok := j.(*wanJob); !ok && len(g.loras) > 0 {
+	if _, ok := j.(*wanJob); !ok && len(g.loras)+len(g.loras2) > 0 {
 		return userf("--lora: pipeline class %q has no Wan transformer to adapt", folder.Class)
 	}
 	f, _, _ := j.Shape()

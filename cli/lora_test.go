@@ -170,3 +170,45 @@ func TestLoRAFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateLoRAExperts: on a two-expert folder --lora adapts the
+// high-noise expert and --lora-2 the low-noise one, each while it
+// denoises: each changes the video, differently, both together differ
+// from either, a zero-B low-noise adapter changes nothing, the planner is
+// told the low-noise adapters' bytes, and --lora-2 on a one-transformer
+// folder is one line.
+func TestGenerateLoRAExperts(t *testing.T) {
+	moe := synthModel(t, "wan-tiny-moe")
+	zero, _ := tinyLoRA(t, moe, "zero.safetensors", true)
+	real, ads := tinyLoRA(t, moe, "real.safetensors", false)
+	steps := []string{"--steps", "6"} // both experts run (the switch is mid-schedule)
+
+	base, _ := generateVideo(t, moe, steps...)
+	high, _ := generateVideo(t, moe, append(steps, "--lora", real)...)
+	low, rep := generateVideo(t, moe, append(steps, "--lora-2", real)...)
+	both, _ := generateVideo(t, moe, append(steps, "--lora", real, "--lora-2", real)...)
+	same, _ := generateVideo(t, moe, append(steps, "--lora-2", zero)...)
+	switch {
+	case !slices.Equal(base, same):
+		t.Error("a low-noise LoRA with B = 0 changed the video")
+	case slices.Equal(base, high), slices.Equal(base, low):
+		t.Error("a LoRA on one expert left the video unchanged")
+	case slices.Equal(high, low):
+		t.Error("the same LoRA on either expert gave the same video: it is not applied per expert")
+	case slices.Equal(both, high), slices.Equal(both, low):
+		t.Error("LoRAs on both experts gave the video of one")
+	}
+	pred, _ := rep["predicted"].(map[string]any)
+	preq, _ := pred["request"].(map[string]any)
+	want := pipewan.LoRABytes([]pipewan.LoRA{{Adapters: ads}})
+	if got, _ := preq["adapter_bytes_2"].(float64); int64(got) != want || preq["adapter_bytes"] != nil {
+		t.Errorf("planner request adapter_bytes %v, adapter_bytes_2 %v; want none and %d", preq["adapter_bytes"], preq["adapter_bytes_2"], want)
+	}
+
+	tiny := synthModel(t, "wan-tiny")
+	code, _, stderr := ferry(t, "generate", "--model", tiny, "--prompt", "x", "--height", "32", "--width", "32",
+		"--steps", "1", "--lora-2", real, "--out", filepath.Join(t.TempDir(), "v.png"))
+	if lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n"); code != ExitUsage || len(lines) != 1 || !strings.Contains(stderr, "--lora-2") {
+		t.Errorf("--lora-2 on one transformer: exit %d, stderr %q; want exit %d and one line naming --lora-2", code, stderr, ExitUsage)
+	}
+}

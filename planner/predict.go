@@ -330,7 +330,11 @@ func (pl *pipelineSim) uploadContexts(tr *simComp) {
 	default:
 		pl.contexts = []int{r.alloc(f32(b, n, d))}
 	}
-	if a := pl.req.AdapterBytes; a > 0 {
+	a := pl.req.AdapterBytes
+	if tr.name == Transformer2 {
+		a = pl.req.AdapterBytes2 // the low-noise expert's own adapters
+	}
+	if a > 0 {
 		pl.contexts = append(pl.contexts, r.alloc(a)) // LoRA adapters, uploaded next
 	}
 	for _, ev := range r.take() {
@@ -700,5 +704,5 @@ func (pl *pipelineSim) heapBytes() int64 {
 	c, f, h, w := pl.req.latent(pl.p)
 	lat := f32(pl.req.Batch, c, f, h, w)
 	video := int64(pl.req.Batch) * int64(pl.req.Frames) * int64(pl.req.Height) * int64(pl.req.Width) * 3
-	return heapBase + 6*lat + 5*video + pl.req.AdapterBytes
+	return heapBase + 6*lat + 5*video + pl.req.AdapterBytes + pl.req.AdapterBytes2
 }

@@ -31,6 +31,10 @@ type Request struct {
 	// transformer's device while it denoises (pipeline/wan.LoRABytes) and
 	// in Go memory for the whole run.
 	AdapterBytes int64 `json:"adapter_bytes,omitempty"`
+	// AdapterBytes2 is the same for the low-noise expert of a two-expert
+	// folder (pipeline/wan Request.LoRAs2), on its device while it
+	// denoises.
+	AdapterBytes2 int64 `json:"adapter_bytes_2,omitempty"`
 }
 
 // Budgets cap memory in bytes; 0 is unlimited.

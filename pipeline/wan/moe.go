@@ -131,15 +131,15 @@ func (p *Pipeline) expertAt(t float32, r Request, numTrain int) (string, *wanmod
 	return Transformer2, p.moe.low, float32(r.guidance2())
 }
 
-// checkExperts refuses what a request asks of a folder that cannot give
-// it: guidance_scale_2 without a second expert (diffusers raises), LoRAs
-// with two experts (an adapter is trained for one of them).
-func (p *Pipeline) checkExperts(r Request) error {
+// CheckExperts refuses what a request asks of a folder that cannot give
+// it: guidance_scale_2 or low-noise LoRAs without a second expert
+// (diffusers raises for both).
+func (p *Pipeline) CheckExperts(r Request) error {
 	if r.Guidance2 != nil && !p.TwoExperts() {
 		return fmt.Errorf("guidance-2 applies to two-expert folders (Wan 2.2 A14B: boundary_ratio and transformer_2); this folder has one transformer: drop --guidance-2")
 	}
-	if p.TwoExperts() && len(r.LoRAs) > 0 {
-		return fmt.Errorf("--lora with a two-expert Wan 2.2 folder is not supported yet (an adapter belongs to one expert)")
+	if len(r.LoRAs2) > 0 && !p.TwoExperts() {
+		return fmt.Errorf("--lora-2 adapts the low-noise expert of a two-expert folder (Wan 2.2 A14B: transformer_2); this folder has one transformer: use --lora")
 	}
 	return nil
 }
@@ -206,7 +206,7 @@ type denoiser struct {
 }
 
 func (p *Pipeline) newDenoiser(rt *pipeline.Runtime, r Request, pos, neg []float32, ts []float32) (*denoiser, error) {
-	if err := p.checkExperts(r); err != nil {
+	if err := p.CheckExperts(r); err != nil {
 		return nil, err
 	}
 	d := &denoiser{p: p, rt: rt, r: r, pos: pos, neg: neg, switchAt: len(ts), steps: len(ts),
@@ -249,8 +249,15 @@ func (d *denoiser) enter(i int, t float32) error {
 		}
 	}
 	d.cur = s
-	if name == Transformer {
-		free, err := d.p.applyLoRA(ops, r.LoRAs)
+	// Each expert takes its own adapters (--lora the high-noise one,
+	// --lora-2 the low-noise one), uploaded after its contexts as the
+	// planner replays it.
+	loras := r.LoRAs
+	if name == Transformer2 {
+		loras = r.LoRAs2
+	}
+	if len(loras) > 0 {
+		free, err := d.p.applyLoRA(ops, model, loras)
 		if err != nil {
 			return err
 		}

@@ -33,8 +33,13 @@ type Request struct {
 	// LatentsFile is where Latents came from, for the report.
 	LatentsFile string `json:"latents,omitempty"`
 	// LoRAs are applied to the transformer while it denoises (read with
-	// Pipeline.LoadLoRA).
+	// Pipeline.LoadLoRA): the high-noise expert in a two-expert folder, as
+	// diffusers' load_lora_weights loads into transformer.
 	LoRAs []LoRA `json:"loras,omitempty"`
+	// LoRAs2 are applied to the low-noise expert (transformer_2) of a
+	// two-expert folder while it denoises, as load_lora_weights(...,
+	// load_into_transformer_2=True) does.
+	LoRAs2 []LoRA `json:"loras_2,omitempty"`
 	// Image conditions an image-to-video pipeline (imageproc.Load);
 	// ImageFile is where it came from, for the report.
 	Image     *imageproc.RGB `json:"-"`

@@ -431,20 +431,20 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, 
 	return latents, nil
 }
 
-// applyLoRA uploads the request's adapters after the contexts (as the
-// planner predicts) and sets them on the transformer; free takes them off
-// and frees them.
-func (p *Pipeline) applyLoRA(ops *tensor.Ops, ls []LoRA) (free func(), err error) {
+// applyLoRA uploads adapters after the contexts (as the planner predicts)
+// and sets them on model (the transformer, or the expert denoising now);
+// free takes them off and frees them.
+func (p *Pipeline) applyLoRA(ops *tensor.Ops, model *wanmodel.Model, ls []LoRA) (free func(), err error) {
 	adapters, buf, err := UploadLoRA(ops, ls)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.transformer.SetLoRA(adapters); err != nil {
+	if err := model.SetLoRA(adapters); err != nil {
 		buf.Free()
 		return nil, err
 	}
 	return func() {
-		p.transformer.SetLoRA(nil)
+		model.SetLoRA(nil)
 		buf.Free()
 	}, nil
 }
