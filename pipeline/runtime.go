@@ -86,12 +86,6 @@ func DefaultComputeDType() dtype.DType {
 // for dense weights (training: the backward kernels take float32 or bf16
 // matrices only). The planner counts device bytes with the same predicate
 // and rule (planner.keepStored, residency.MatrixDeviceType).
-//
-// Known issue: with 16-bit weights kept, a streamed plan's reserved device
-// peak sometimes comes out one 2 MiB arena segment above the planner's in
-// the second and later runs of one process (repeated generate calls in a
-// test, the server's jobs; the allocated peak still matches). The server
-// keeps one segment of slack beside each job for it (server/models.go).
 func KeepStored(dense bool) func(dtype.DType) bool {
 	if dense {
 		return nil

@@ -24,9 +24,11 @@ func (e *Executor) copyWorker() {
 		b := e.queue[0]
 		e.queue = e.queue[1:]
 		e.loading = b
+		pre := b.prealloc
+		b.prealloc = nil
 		e.mu.Unlock()
 
-		buf, err := e.load(b)
+		buf, err := e.load(b, pre)
 
 		e.mu.Lock()
 		e.loading = nil
@@ -39,8 +41,9 @@ func (e *Executor) copyWorker() {
 
 // load brings b's weights to where its component computes, converting each
 // tensor to its compute dtype on the way (the upcast is the "copy" on the CPU
-// backend). Reads from disk go through a bounded staging buffer.
-func (e *Executor) load(b *Block) (*tensor.Buffer, error) {
+// backend), into pre when enqueue took its memory already. Reads from disk
+// go through a bounded staging buffer.
+func (e *Executor) load(b *Block, pre *tensor.Buffer) (*tensor.Buffer, error) {
 	cs := b.comp
 	backend, dev := e.cfg.Backend, e.dev
 	if cs.plan.Placement == Host {
@@ -54,9 +57,12 @@ func (e *Executor) load(b *Block) (*tensor.Buffer, error) {
 	e.mu.Lock()
 	phase := e.phase
 	e.mu.Unlock()
-	buf, err := dev.Alloc(b.devBytes, b.Name)
-	if err != nil {
-		return nil, err
+	buf := pre
+	if buf == nil {
+		var err error
+		if buf, err = dev.Alloc(b.devBytes, b.Name); err != nil {
+			return nil, err
+		}
 	}
 	fromHost := cs.plan.FromHostCopy()
 	// The disk tier holds nothing between loads, the page cache included:

@@ -45,13 +45,16 @@ type Block struct {
 	rawBytes int64 // bytes in storage dtype (host tier, disk reads)
 
 	// Guarded by Executor.mu.
-	dev     *tensor.Buffer // the weights on the device (nil: absent)
-	ready   chan struct{}  // non-nil while loading or loaded; closed when done
-	loadErr error
-	host    *tensor.Buffer // host-tier copy in storage dtype
-	loads   int            // completed loads (the copy worker reads it before loading)
-	inUse   bool
-	lastUse uint64
+	dev *tensor.Buffer // the weights on the device (nil: absent)
+	// prealloc is the block's memory, taken when it was queued to an idle
+	// copy worker (enqueue); the worker loads into it.
+	prealloc *tensor.Buffer
+	ready    chan struct{} // non-nil while loading or loaded; closed when done
+	loadErr  error
+	host     *tensor.Buffer // host-tier copy in storage dtype
+	loads    int            // completed loads (the copy worker reads it before loading)
+	inUse    bool
+	lastUse  uint64
 }
 
 // rowsParam is a table gathered by row (see Rows); it is bound, never moved.
@@ -472,8 +475,51 @@ func (e *Executor) enqueue(x *Block) {
 	}
 	x.ready = make(chan struct{})
 	x.loadErr = nil
+	if e.loading == nil && len(e.queue) == 0 {
+		e.preallocate(x)
+	}
 	e.queue = append(e.queue, x)
 	e.cond.Broadcast() // Done may be waiting on the same condition
+}
+
+// preallocate takes x's memory now, on the goroutine that queues it to an
+// idle copy worker, before that goroutine allocates anything else: the
+// planner replays the copy as starting (and allocating) at that moment. A
+// worker waking up to allocate would race the compute's own allocations
+// for first-fit places in the arena, and one order in a few reserved an
+// extra segment. Memory that is not free yet is left to the worker, which
+// allocates when it gets to the block, as it does for a busy queue.
+// Caller holds e.mu.
+func (e *Executor) preallocate(x *Block) {
+	if x.devBytes == 0 {
+		return
+	}
+	dev := e.dev
+	if x.comp.plan.Placement == Host {
+		dev = e.host
+	}
+	// Without reclaiming: the reclaimer (e.reclaim) takes e.mu, held here.
+	try, ok := dev.(interface {
+		TryAlloc(int64, string) (*tensor.Buffer, error)
+	})
+	if !ok {
+		return
+	}
+	if buf, err := try.TryAlloc(x.devBytes, x.Name); err == nil {
+		x.prealloc = buf
+	}
+}
+
+// unqueue drops x from a cancelled queue: its waiters see errCancelled and
+// memory taken for it is returned. Caller holds e.mu.
+func unqueue(x *Block) {
+	x.loadErr = errCancelled
+	close(x.ready)
+	x.ready = nil
+	if x.prealloc != nil {
+		x.prealloc.Free()
+		x.prealloc = nil
+	}
 }
 
 // loaded reports whether every block in bs is on the device. Caller holds
@@ -617,9 +663,7 @@ func (e *Executor) Done(component string) {
 	kept := e.queue[:0]
 	for _, x := range e.queue {
 		if x.comp == cs {
-			x.loadErr = errCancelled
-			close(x.ready)
-			x.ready = nil
+			unqueue(x)
 			continue
 		}
 		kept = append(kept, x)
@@ -663,9 +707,7 @@ func (e *Executor) Close() {
 	}
 	e.closed = true
 	for _, x := range e.queue {
-		x.loadErr = errCancelled
-		close(x.ready)
-		x.ready = nil
+		unqueue(x)
 	}
 	e.queue = nil
 	e.cond.Broadcast()

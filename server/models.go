@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"ferry/backend/cpu/arena"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -262,14 +261,6 @@ func (ms *models) acquire(sp *spec) (*model, planner.Prediction, error) {
 	return m2, pred, err
 }
 
-// segmentSlack is the room made beside a job's predicted reserved device
-// peak: one arena segment. A job's own device is capped by its budget, but
-// other models' resident bytes are outside that cap, and a streamed plan's
-// reserved peak measured one segment above the prediction in some runs of
-// TestDispatchReplans/idle (cause not found yet), so the server keeps one
-// spare.
-const segmentSlack = arena.SegmentRound
-
 // ready gives m a runtime for s (acquire's work). Caller holds mu.
 func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 	b := ms.budgets(s)
@@ -288,7 +279,7 @@ func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 		}
 		pred = p
 		ms.closeRuntime(m)
-		if err := ms.makeRoom(m, p.PeakDeviceReservedBytes+segmentSlack, p.PeakHostBytes); err != nil {
+		if err := ms.makeRoom(m, p.PeakDeviceReservedBytes, p.PeakHostBytes); err != nil {
 			return nil, p, err
 		}
 		rt, err := pipeline.NewRuntime(b, plan, pipeline.Options{Context: m.ctx, ComputeDType: dt,
@@ -302,7 +293,7 @@ func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 		}
 		m.rt, m.rtKey, m.planSpec, m.loaded, m.coldS = rt, runtimeKey(dt, b), s.Plan, time.Now(), 0
 	} else {
-		if err := ms.makeRoom(m, pred.PeakDeviceReservedBytes+segmentSlack, pred.PeakHostBytes); err != nil {
+		if err := ms.makeRoom(m, pred.PeakDeviceReservedBytes, pred.PeakHostBytes); err != nil {
 			return nil, pred, err
 		}
 		if m.shared != nil {

@@ -96,24 +96,19 @@ func (d *Device) Observe(fn func(ev AllocEvent)) {
 	d.mu.Unlock()
 }
 
-// Alloc returns a buffer of at least n bytes.
+// Alloc returns a buffer of at least n bytes, asking the reclaimers
+// (OnReclaim) for room when the arena is full.
 func (d *Device) Alloc(n int64, tag string) (*tensor.Buffer, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("cpu: negative allocation %d for %s", n, tag)
 	}
 	size := arena.Round(n)
 	for attempt := 0; ; attempt++ {
-		d.mu.Lock()
-		b, err := d.arena.Alloc(size)
+		buf, oom, err := d.tryAlloc(n, size, tag)
 		if err == nil {
-			d.stats.Allocs++
-			mem := b.Seg.Mem.([]byte)
-			buf := &tensor.Buffer{Ptr: unsafe.Pointer(&mem[b.Off]), Size: n, Device: d, Tag: tag, Handle: b}
-			d.notify(true, tag, size)
-			d.mu.Unlock()
 			return buf, nil
 		}
-		oom := &tensor.OOMError{Device: d.name, Tag: tag, Requested: n, Allocated: d.arena.Allocated, Reserved: d.arena.Reserved, Capacity: d.arena.Capacity}
+		d.mu.Lock()
 		reclaimers := d.reclaimers
 		d.mu.Unlock()
 		if !errors.Is(err, arena.ErrFull) {
@@ -129,6 +124,35 @@ func (d *Device) Alloc(n int64, tag string) (*tensor.Buffer, error) {
 			return nil, oom
 		}
 	}
+}
+
+// TryAlloc is Alloc without reclaiming: it fails at once when the arena
+// has no room. Callers that hold a lock a reclaimer takes use it.
+func (d *Device) TryAlloc(n int64, tag string) (*tensor.Buffer, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("cpu: negative allocation %d for %s", n, tag)
+	}
+	buf, oom, err := d.tryAlloc(n, arena.Round(n), tag)
+	if errors.Is(err, arena.ErrFull) {
+		return nil, oom
+	}
+	return buf, err
+}
+
+// tryAlloc makes one attempt at size bytes from the arena; on failure it
+// also returns the OOM error describing the arena then.
+func (d *Device) tryAlloc(n, size int64, tag string) (*tensor.Buffer, *tensor.OOMError, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, err := d.arena.Alloc(size)
+	if err != nil {
+		return nil, &tensor.OOMError{Device: d.name, Tag: tag, Requested: n, Allocated: d.arena.Allocated, Reserved: d.arena.Reserved, Capacity: d.arena.Capacity}, err
+	}
+	d.stats.Allocs++
+	mem := b.Seg.Mem.([]byte)
+	buf := &tensor.Buffer{Ptr: unsafe.Pointer(&mem[b.Off]), Size: n, Device: d, Tag: tag, Handle: b}
+	d.notify(true, tag, size)
+	return buf, nil, nil
 }
 
 // Free returns a buffer to the cache, merging it with free neighbours.
