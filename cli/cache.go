@@ -99,7 +99,7 @@ type cachedFile struct {
 func runCache(e *env, args []string) error {
 	var g cacheFlags
 	fs := g.define(e)
-	if err := parse(fs, args); err != nil {
+	if err := e.parse(fs, args); err != nil {
 		return err
 	}
 	if err := g.check(); err != nil {

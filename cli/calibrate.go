@@ -33,7 +33,7 @@ func runCalibrate(e *env, args []string) error {
 	for _, f := range hwprofile.Flags() {
 		overrides[f.Name] = fs.Float64(f.Name, 0, "use this instead of measuring: "+f.Help)
 	}
-	if err := parse(fs, args); err != nil {
+	if err := e.parse(fs, args); err != nil {
 		return err
 	}
 	log := func(format string, a ...any) { fmt.Fprintf(e.stderr, "calibrate: "+format+"\n", a...) }

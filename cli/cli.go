@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
-	"sync"
 )
 
 // Exit codes.
@@ -169,9 +168,6 @@ func usage(w io.Writer) {
 func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	if e.parseOnly {
-		parseOnlySets.Store(fs, struct{}{})
-	}
 	fs.Usage = func() {
 		fmt.Fprintf(e.stdout, "Usage: ferry %s %s\n", name, synopsis)
 		if ex := examples[name]; len(ex) > 0 {
@@ -184,10 +180,6 @@ func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 	}
 	return fs
 }
-
-// parseOnlySets holds the flag sets of commands started by ParseArgs; parse
-// stops those commands with errParsedOnly before they do anything.
-var parseOnlySets sync.Map // *flag.FlagSet -> struct{}
 
 // errParsedOnly is how parse stops a command started by ParseArgs.
 var errParsedOnly = errors.New("flags parsed; command not run")
@@ -217,20 +209,8 @@ func ParseArgs(args []string) error {
 }
 
 // parse parses args, turning flag errors into one-line user errors. A
-// command started by ParseArgs stops here with errParsedOnly.
-func parse(fs *flag.FlagSet, args []string) error {
-	_, only := parseOnlySets.LoadAndDelete(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if only {
-		return errParsedOnly
-	}
-	return nil
-}
-
-// parseFlags is parse without the ParseArgs stop.
-func parseFlags(fs *flag.FlagSet, args []string) error {
+// command started by ParseArgs (e.parseOnly) stops here with errParsedOnly.
+func (e *env) parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err // Parse has printed the usage already
@@ -239,6 +219,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return userf("unexpected argument %q (flags start with --; see ferry %s -h)", fs.Arg(0), fs.Name())
+	}
+	if e.parseOnly {
+		return errParsedOnly
 	}
 	return nil
 }

@@ -152,7 +152,7 @@ var families = map[string]func(f *checkpoint.Folder, g *genFlags) (job, error){}
 func runGenerate(e *env, args []string) error {
 	var g genFlags
 	fs := g.define(e)
-	if err := parse(fs, args); err != nil {
+	if err := e.parse(fs, args); err != nil {
 		return err
 	}
 	if g.model == "" {

@@ -22,7 +22,7 @@ func runInspect(e *env, args []string) error {
 	fs := newFlags(e, "inspect", "--model DIR|NAME [--json]")
 	model := fs.String("model", "", "pipeline folder, or a built-in architecture (wan2.1-t2v-1.3b, wan2.1-t2v-14b, wan2.2-t2v-a14b, wan2.2-ti2v-5b, wan2.1-i2v-14b, wan-tiny, wan-tiny-moe, synthetic)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
+	if err := e.parse(fs, args); err != nil {
 		return err
 	}
 	if *model == "" {

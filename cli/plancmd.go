@@ -34,7 +34,7 @@ func runPlan(e *env, args []string) error {
 	pf.define(fs)
 	var tp trainPlanFlags
 	tp.define(fs)
-	if err := parse(fs, args); err != nil {
+	if err := e.parse(fs, args); err != nil {
 		return err
 	}
 	if tp.on {

@@ -80,7 +80,7 @@ func (f *serveFlags) define(e *env) *flag.FlagSet {
 func runServe(e *env, args []string) error {
 	var f serveFlags
 	fs := f.define(e)
-	if err := parse(fs, args); err != nil {
+	if err := e.parse(fs, args); err != nil {
 		return err
 	}
 	if f.apiKey == "" {

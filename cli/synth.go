@@ -21,7 +21,7 @@ func runSynth(e *env, args []string) error {
 	seed := fs.Uint64("seed", 0, "seed: the same seed writes the same weights")
 	dt := fs.String("dtype", "", "storage dtype of the weights: bf16, fp16 or fp32 (default: as the architecture publishes them, bf16; fp32 for wan2.2-t2v-a14b's experts)")
 	quiet := fs.Bool("quiet", false, "print nothing but errors")
-	if err := parse(fs, args); err != nil {
+	if err := e.parse(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {

@@ -105,7 +105,7 @@ var trainStepHook func(step int)
 func runTrain(e *env, args []string) error {
 	f := &trainFlags{}
 	fs := f.define(e)
-	if err := parse(fs, args); err != nil {
+	if err := e.parse(fs, args); err != nil {
 		return err
 	}
 	f.set = map[string]bool{}

@@ -5,7 +5,7 @@ package gemm
 // restoring the previous cap: one `go test` checks both the AVX-512 and
 // the AVX2 selections. GEMMs already built keep their kernels.
 func CapISA(name string) (restore func()) {
-	l, err := parseISACap(name)
+	l, err := ParseISACap(name)
 	if err != nil {
 		panic(err)
 	}

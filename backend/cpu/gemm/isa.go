@@ -43,27 +43,16 @@ func ParseISACap(s string) (ISALevel, error) {
 	return ISAAVX512, fmt.Errorf("FERRY_CPU=%q is not avx2, avx512 or generic: ignored", s)
 }
 
-// isaLevel and its constants are the package's short names for ISALevel.
-type isaLevel = ISALevel
-
-const (
-	isaGeneric = ISAGeneric
-	isaAVX2    = ISAAVX2
-	isaAVX512  = ISAAVX512
-)
-
-func parseISACap(s string) (isaLevel, error) { return ParseISACap(s) }
-
 // isaCap is FERRY_CPU, read once at start-up so that every GEMM built in
 // the process (DefaultGo, the tile GEMM, DefaultBF16) agrees. Tests change
 // it through setISACap instead, which also lets one `go test` run both the
 // AVX-512 and the AVX2 selections.
-var isaCap, _ = parseISACap(os.Getenv("FERRY_CPU"))
+var isaCap, _ = ParseISACap(os.Getenv("FERRY_CPU"))
 
 // setISACap caps the kernels chosen from now on at l and returns a
 // function restoring the previous cap. GEMMs already built keep their
 // kernels. For tests; not safe while GEMMs are being built.
-func setISACap(l isaLevel) (restore func()) {
+func setISACap(l ISALevel) (restore func()) {
 	prev := isaCap
 	isaCap = l
 	return func() { isaCap = prev }
@@ -71,4 +60,4 @@ func setISACap(l isaLevel) (restore func()) {
 
 // allows reports whether the cap lets the kernels use level l (the CPU
 // must support it as well: each arch file checks that).
-func allows(l isaLevel) bool { return isaCap >= l }
+func allows(l ISALevel) bool { return isaCap >= l }

@@ -23,10 +23,10 @@ var avx2Kernel = &kernel{
 // hasAVX512 says whether the AVX-512 kernels may run: the CPU and OS
 // support them (x/sys/cpu reports AVX-512 only when the OS saves the zmm
 // state) and FERRY_CPU does not cap them off.
-func hasAVX512() bool { return cpu.X86.HasAVX512F && allows(isaAVX512) }
+func hasAVX512() bool { return cpu.X86.HasAVX512F && allows(ISAAVX512) }
 
 // hasAVX2 says whether the AVX2 + FMA kernels may run.
-func hasAVX2() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA && allows(isaAVX2) }
+func hasAVX2() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA && allows(ISAAVX2) }
 
 // hasExpand says whether the vectorised expanding packers may run: AVX2
 // for the integer widening, F16C for VCVTPH2PS.
