@@ -19,7 +19,14 @@ type pair struct {
 // Read reads the LoRA adapters of a safetensors file in any of the
 // namings the package doc lists, sorted by module. Errors are one line
 // naming the file and, where one is at fault, the tensor.
-func Read(path string) ([]Adapter, error) {
+func Read(path string) ([]Adapter, error) { return read(path, true) }
+
+// ReadShapes is Read without the A and B values: each adapter's module,
+// rank, sizes and alpha, from the header (and the alpha scalars). What a
+// server checks a request's LoRA with before it queues the job.
+func ReadShapes(path string) ([]Adapter, error) { return read(path, false) }
+
+func read(path string, values bool) ([]Adapter, error) {
 	f, err := checkpoint.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: no such file", path)
@@ -28,15 +35,16 @@ func Read(path string) ([]Adapter, error) {
 		return nil, err
 	}
 	defer f.Close()
-	ads, err := decode(f)
+	ads, err := decode(f, values)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return ads, nil
 }
 
-// decode groups the file's tensors by module and reads each pair.
-func decode(f *checkpoint.File) ([]Adapter, error) {
+// decode groups the file's tensors by module and reads each pair (their
+// values too when values is set).
+func decode(f *checkpoint.File, values bool) ([]Adapter, error) {
 	pairs, err := group(f.Tensors())
 	if err != nil {
 		return nil, err
@@ -52,7 +60,7 @@ func decode(f *checkpoint.File) ([]Adapter, error) {
 	slices.Sort(mods)
 	ads := make([]Adapter, 0, len(mods))
 	for _, m := range mods {
-		a, err := readPair(f, m, pairs[m], alphaOf)
+		a, err := readPair(f, m, pairs[m], alphaOf, values)
 		if err != nil {
 			return nil, err
 		}
@@ -87,8 +95,9 @@ func group(infos []checkpoint.TensorInfo) (map[string]*pair, error) {
 	return pairs, nil
 }
 
-// readPair checks one module's tensors and reads them as float32.
-func readPair(f *checkpoint.File, mod string, pr *pair, alphaOf alphaFunc) (Adapter, error) {
+// readPair checks one module's tensors and, when values is set, reads them
+// as float32.
+func readPair(f *checkpoint.File, mod string, pr *pair, alphaOf alphaFunc, values bool) (Adapter, error) {
 	ta, tb := pr.tensors[partA], pr.tensors[partB]
 	switch {
 	case ta == nil && tb == nil:
@@ -111,11 +120,13 @@ func readPair(f *checkpoint.File, mod string, pr *pair, alphaOf alphaFunc) (Adap
 		return Adapter{}, fmt.Errorf("tensor %q: shape %v, but lora_A %q has rank %d (want [%d, %d])", tb.Name, tb.Shape, ta.Name, a.Rank, a.Out, a.Rank)
 	}
 	var err error
-	if a.A, err = readFinite(f, ta); err != nil {
-		return Adapter{}, err
-	}
-	if a.B, err = readFinite(f, tb); err != nil {
-		return Adapter{}, err
+	if values {
+		if a.A, err = readFinite(f, ta); err != nil {
+			return Adapter{}, err
+		}
+		if a.B, err = readFinite(f, tb); err != nil {
+			return Adapter{}, err
+		}
 	}
 	if a.Alpha, err = alphaFor(f, mod, a.Rank, pr.tensors[partAlpha], alphaOf); err != nil {
 		return Adapter{}, err

@@ -269,3 +269,41 @@ func TestReadGoldenInit(t *testing.T) {
 		}
 	}
 }
+
+// TestReadShapes: ReadShapes gives Read's adapters (module, rank, sizes,
+// alpha) without the A and B values, and refuses what Read refuses on the
+// header; values it does not read (a NaN) are Read's to refuse.
+func TestReadShapes(t *testing.T) {
+	good := writeRaw(t, append(pairOf("blocks.0.attn1.to_q.lora_A.weight", "blocks.0.attn1.to_q.lora_B.weight", dtype.F32),
+		alphaOf("blocks.0.attn1.to_q.alpha", dtype.F32, nil, 3)), nil)
+	full, err := Read(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes, err := ReadShapes(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shapes) != len(full) {
+		t.Fatalf("%d adapters from the header, %d from the file", len(shapes), len(full))
+	}
+	for i, a := range shapes {
+		f := full[i]
+		if a.A != nil || a.B != nil || a.Module != f.Module || a.Rank != f.Rank || a.In != f.In || a.Out != f.Out || a.Alpha != f.Alpha {
+			t.Errorf("header adapter %+v, file adapter %s rank %d %d→%d alpha %g", a, f.Module, f.Rank, f.In, f.Out, f.Alpha)
+		}
+	}
+	bad := writeRaw(t, []raw{{"blocks.0.attn1.to_q.lora_A.weight", dtype.F32, []int{2, 3}, valsA},
+		{"blocks.0.attn1.to_q.lora_B.weight", dtype.F32, []int{4, 3}, append(slices.Clone(valsB), 1, 2, 3, 4)}}, nil)
+	if _, err := ReadShapes(bad); err == nil {
+		t.Error("ReadShapes accepted a lora_B whose rank differs from lora_A's")
+	}
+	nan := writeRaw(t, []raw{{"blocks.0.attn1.to_q.lora_A.weight", dtype.F32, []int{2, 3}, append([]float64{math.NaN()}, valsA[1:]...)},
+		{"blocks.0.attn1.to_q.lora_B.weight", dtype.F32, []int{4, 2}, valsB}}, nil)
+	if _, err := ReadShapes(nan); err != nil {
+		t.Errorf("ReadShapes read values: %v", err)
+	}
+	if _, err := Read(nan); err == nil {
+		t.Error("Read accepted a NaN in lora_A")
+	}
+}

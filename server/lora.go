@@ -158,18 +158,21 @@ func within(roots []string, path string) bool {
 	return false
 }
 
-// loadLoRAs resolves and reads a spec's LoRAs against m's transformer.
-// Each job reads its own adapters and the pipeline takes them off after
-// denoising, so two jobs on one model never share adapter state; the base
-// weights are never merged. Caller holds mu and has opened m.
-func (ms *models) loadLoRAs(m *model, s spec) ([]wan.LoRA, error) {
+// loadLoRAs resolves a spec's LoRAs and reads them against m's
+// transformer with load: Pipeline.CheckLoRA at admission (the header: a
+// bad name or size is a 400, and the planner gets the adapters' bytes),
+// Pipeline.LoadLoRA at dispatch (the values). Each job reads its own
+// adapters and the pipeline takes them off after denoising, so two jobs on
+// one model never share adapter state; the base weights are never merged.
+// Caller holds mu and has opened m.
+func (ms *models) loadLoRAs(m *model, s spec, load func(path string, scale float64) (wan.LoRA, error)) ([]wan.LoRA, error) {
 	var out []wan.LoRA
 	for _, ref := range s.LoRAs {
 		path, err := resolveLoRA(ms.loraRoots, ref.Path)
 		if err != nil {
 			return nil, err
 		}
-		l, err := m.planPipe.LoadLoRA(path, ref.Scale)
+		l, err := load(path, ref.Scale)
 		if err != nil {
 			// The client sees its own name, not the server's folders.
 			return nil, badField("lora", "%s", strings.ReplaceAll(err.Error(), path, ref.Path))

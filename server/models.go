@@ -211,7 +211,8 @@ func (ms *models) planFor(m *model, s spec, b pipeline.Budget) (*residency.Plan,
 }
 
 // admit plans a spec at submission: the prediction, or why nothing fits.
-// Its LoRAs are resolved and read here so that a bad name is a 400.
+// Its LoRAs are resolved and their headers checked here so that a bad name
+// is a 400; the job reads their values when it runs.
 func (ms *models) admit(s spec) (planner.Prediction, error) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
@@ -223,7 +224,7 @@ func (ms *models) admit(s spec) (planner.Prediction, error) {
 		return planner.Prediction{}, err
 	}
 	var err error
-	if s.loras, err = ms.loadLoRAs(m, s); err != nil {
+	if s.loras, err = ms.loadLoRAs(m, s, m.planPipe.CheckLoRA); err != nil {
 		return planner.Prediction{}, err
 	}
 	_, pred, err := ms.planFor(m, s, ms.budgets(s))
@@ -247,7 +248,7 @@ func (ms *models) acquire(sp *spec) (*model, planner.Prediction, error) {
 		return nil, planner.Prediction{}, err
 	}
 	var err error
-	if sp.loras, err = ms.loadLoRAs(m, *sp); err != nil {
+	if sp.loras, err = ms.loadLoRAs(m, *sp, m.planPipe.LoadLoRA); err != nil {
 		return nil, planner.Prediction{}, err
 	}
 	s := *sp

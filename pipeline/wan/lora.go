@@ -28,10 +28,22 @@ const loraAlign = 16
 // against the transformer: every adapter must name one of its Linears, with
 // its sizes. Errors are one line naming the file.
 func (p *Pipeline) LoadLoRA(path string, scale float64) (LoRA, error) {
+	return p.loadLoRA(path, scale, lora.Read)
+}
+
+// CheckLoRA is LoadLoRA from the file's header alone: the adapters carry
+// shapes and alphas but no A and B values (their NaN check waits for
+// LoadLoRA). It is what admission needs: the names, sizes and
+// LoRABytes, without reading the matrices a job reads again when it runs.
+func (p *Pipeline) CheckLoRA(path string, scale float64) (LoRA, error) {
+	return p.loadLoRA(path, scale, lora.ReadShapes)
+}
+
+func (p *Pipeline) loadLoRA(path string, scale float64, read func(string) ([]lora.Adapter, error)) (LoRA, error) {
 	if math.IsNaN(scale) || math.IsInf(scale, 0) {
 		return LoRA{}, fmt.Errorf("%s: scale %g is not a number", path, scale)
 	}
-	ads, err := lora.Read(path)
+	ads, err := read(path)
 	if err != nil {
 		return LoRA{}, err
 	}
@@ -49,7 +61,9 @@ func LoRABytes(ls []LoRA) int64 {
 	var n int64
 	for _, l := range ls {
 		for _, a := range l.Adapters {
-			n += int64(alignUp(len(a.A)) + alignUp(len(a.B)))
+			// From the shapes (A is rank×in, B out×rank): adapters read by
+			// CheckLoRA carry no values.
+			n += int64(alignUp(a.Rank*a.In) + alignUp(a.Out*a.Rank))
 		}
 	}
 	return 4 * n
