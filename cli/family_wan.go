@@ -123,7 +123,7 @@ func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
 		return nil, planner.Request{}, err
 	}
 	r := j.req
-	if err := planImage(prof, j.p, r); err != nil {
+	if err := planImage(prof, r); err != nil {
 		return nil, planner.Request{}, err
 	}
 	return prof, planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,

@@ -33,15 +33,11 @@ func readImage(p *wan.Pipeline, r *wan.Request, path string) error {
 
 // planImage makes the profile of a folder that runs this request as image
 // to video (a TI2V WanPipeline folder given --image) encode the image.
-func planImage(prof *planner.Profile, p *wan.Pipeline, r wan.Request) error {
-	if r.Image == nil || prof.ImageMode != planner.NoImage {
+func planImage(prof *planner.Profile, r wan.Request) error {
+	if r.Image == nil {
 		return nil
 	}
-	mode := planner.ImageThenZeros
-	if p.ExpandTimesteps() {
-		mode = planner.ImageAlone
-	}
-	return prof.SetImageMode(mode, p.VAEConfig())
+	return prof.UseImage()
 }
 
 // patchSize rounds a height and width that are multiples of 16 down to

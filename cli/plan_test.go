@@ -200,3 +200,59 @@ func TestPlanProbesTheCheckpoint(t *testing.T) {
 		t.Errorf("with --disk-gbps 0.05: %g GB/s (%q)", gbps, note)
 	}
 }
+
+// --image plans what ferry generate --image runs: a TI2V model switches to
+// image to video (its VAE's encoder joins the plan), an image-to-video
+// model plans as it does without the flag, and a text-to-video model or a
+// file that is not an image is one line.
+func TestPlanImage(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "first.png")
+	writePNGFile(t, img, 48, 32)
+	vaeBlocks := func(model string, extra ...string) int {
+		t.Helper()
+		args := append([]string{"plan", "--model", model, "--height", "256", "--width", "256", "--frames", "17", "--steps", "2", "--json"}, extra...)
+		code, out, stderr := ferry(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		var pred struct {
+			Components []struct {
+				Name   string `json:"name"`
+				Blocks int    `json:"blocks"`
+			} `json:"components"`
+		}
+		if err := json.Unmarshal([]byte(out), &pred); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range pred.Components {
+			if c.Name == "vae" {
+				return c.Blocks
+			}
+		}
+		t.Fatalf("%v: no vae in the prediction", args)
+		return 0
+	}
+	if t2v, i2v := vaeBlocks("wan2.2-ti2v-5b"), vaeBlocks("wan2.2-ti2v-5b", "--image", img); i2v <= t2v {
+		t.Errorf("TI2V with --image plans %d VAE blocks, without %d: the encoder is missing", i2v, t2v)
+	}
+	if a, b := vaeBlocks("wan2.1-i2v-14b"), vaeBlocks("wan2.1-i2v-14b", "--image", img); a != b {
+		t.Errorf("an image-to-video model plans %d VAE blocks with --image, %d without", b, a)
+	}
+	notImage := filepath.Join(t.TempDir(), "notes.png")
+	if err := os.WriteFile(notImage, []byte("not a picture"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--model", "wan2.1-t2v-1.3b", "--image", img}, "text-to-video"},
+		{[]string{"plan", "--model", "wan2.2-ti2v-5b", "--image", notImage}, "--image"},
+		{[]string{"plan", "--model", "wan2.2-ti2v-5b", "--image", filepath.Join(t.TempDir(), "missing.png")}, "--image"},
+	} {
+		code, _, stderr := ferry(t, tc.args...)
+		if code != ExitUsage || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q (want %q)", tc.args, code, stderr, tc.want)
+		}
+	}
+}

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"ferry/imageproc"
 	"ferry/pipeline"
 
 	"ferry/planner"
@@ -17,7 +19,7 @@ func init() {
 
 func runPlan(e *env, args []string) error {
 	var pf planFlags
-	fs := newFlags(e, "plan", "--model DIR|NAME [--height N --width N --frames N --steps N] [--device-mem SIZE --host-mem SIZE] [--plan NAME|FILE] [--out plan.yaml] [--json]\n  or: --train (--model DIR | --arch NAME) [--height --width --frames] [--batch-size N|auto] [--lora-rank R | --full] [--checkpointing none|block|selective] [--activation-tier device|host] [--ema --ema-tier host|device] [--device-mem --host-mem]")
+	fs := newFlags(e, "plan", "--model DIR|NAME [--height N --width N --frames N --steps N] [--device-mem SIZE --host-mem SIZE] [--plan NAME|FILE] [--image FILE] [--out plan.yaml] [--json]\n  or: --train (--model DIR | --arch NAME) [--height --width --frames] [--batch-size N|auto] [--lora-rank R | --full] [--checkpointing none|block|selective] [--activation-tier device|host] [--ema --ema-tier host|device] [--device-mem --host-mem]")
 	model := fs.String("model", "", "pipeline folder, or a built-in model: "+joinNames(planner.BuiltinNames()))
 	height := fs.Int("height", 480, "height in pixels")
 	width := fs.Int("width", 832, "width in pixels")
@@ -26,6 +28,7 @@ func runPlan(e *env, args []string) error {
 	guidance := fs.Float64("guidance", 5, "guidance scale (<= 1: no CFG)")
 	flowShift := fs.Float64("flow-shift", 0, "override the scheduler's shift (moves Wan 2.2 A14B's expert switch)")
 	textLen := fs.Int("max-sequence-length", 512, "text context length")
+	image := fs.String("image", "", "image-to-video: the first frame's image (.png, .jpg), as ferry generate takes it; a TI2V model plans image to video with it")
 	var dev, host sizeFlag
 	fs.Var(&dev, "device-mem", "device memory budget, e.g. 8GiB (default: unlimited)")
 	fs.Var(&host, "host-mem", "host memory budget, e.g. 16GiB (default: this machine's memory less the device budget and 1 GiB)")
@@ -49,6 +52,9 @@ func runPlan(e *env, args []string) error {
 	}
 	prof, err := profileOf(*model)
 	if err != nil {
+		return err
+	}
+	if err := planImageFlag(prof, *image); err != nil {
 		return err
 	}
 	req := planner.Request{Batch: 1, Frames: *frames, Height: *height, Width: *width, TextLen: *textLen, Steps: *steps, Guidance: *guidance, FlowShift: *flowShift}
@@ -81,6 +87,21 @@ func profileOf(spec string) (*planner.Profile, error) {
 	}
 	p, err := planner.Builtin(spec)
 	return p, asUser(err)
+}
+
+// planImageFlag checks --image as ferry generate reads it and plans the
+// request as image to video.
+func planImageFlag(prof *planner.Profile, path string) error {
+	if path == "" {
+		return nil
+	}
+	if _, err := imageproc.Load(path); err != nil {
+		return asUser(fmt.Errorf("--image: %w", err))
+	}
+	if err := prof.UseImage(); err != nil {
+		return userf("--image %s: %s; drop --image", path, strings.TrimPrefix(err.Error(), "planner: "))
+	}
+	return nil
 }
 
 func writePlan(path string, p *residency.Plan) error {

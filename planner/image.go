@@ -111,17 +111,35 @@ func (pl *pipelineSim) image() {
 	pl.tText += s.now - t0
 }
 
+// UseImage makes the profile plan a request that gives an image: an
+// image-to-video model's profile already does, a TI2V one (ImageVAE)
+// switches to encoding the image alone, as its WanPipeline folder runs
+// with --image; a text-to-video model takes none.
+func (p *Profile) UseImage() error {
+	switch {
+	case p.ImageMode != NoImage:
+		return nil
+	case p.ImageVAE == nil:
+		return fmt.Errorf("planner: %s is a text-to-video model: it takes no image (image-to-video models: %s folders, and TI2V ones)", p.Name, ImageToVideoClass)
+	}
+	return p.SetImageMode(ImageAlone, *p.ImageVAE)
+}
+
 // folderImageToVideo profiles an image-to-video folder: the VAE encodes
 // the condition (the image alone under expand_timesteps, else the image
 // and black frames), and the image encoder runs when the transformer takes
 // image embeddings (image_dim set: Wan 2.1 I2V), as pipeline/wan runs it
 // only then; its config goes into raw for the storage dtype.
 func folderImageToVideo(f *checkpoint.Folder, dir string, p *Profile, tr wan.Config, vae wanvae.Config, raw map[string][]byte) error {
+	expand, _ := f.Config["expand_timesteps"].(bool)
 	if f.Class != ImageToVideoClass {
+		if expand {
+			p.ImageVAE = &vae // a TI2V WanPipeline folder: UseImage
+		}
 		return nil
 	}
 	mode := ImageThenZeros
-	if e, _ := f.Config["expand_timesteps"].(bool); e {
+	if expand {
 		mode = ImageAlone
 	}
 	if err := p.SetImageMode(mode, vae); err != nil {

@@ -44,6 +44,10 @@ type Profile struct {
 	Image *clipvision.Config
 	// ImageMode is what the VAE encodes before the loop (SetImageMode).
 	ImageMode ImageMode
+	// ImageVAE is set for a model that takes an image only when a request
+	// gives one (TI2V-5B, expand_timesteps): the VAE config UseImage
+	// switches it to image to video with.
+	ImageVAE *wanvae.Config
 
 	// DiskRead, from MeasureFolder, timed a read of checkpoint pages that
 	// were outside the page cache (zero when none was made).
@@ -321,6 +325,9 @@ func builtin(name string) (*Profile, error) {
 		}
 	}
 	p.Component(Transformer).Storage = w.TransformerDType()
+	if w.ExpandTimesteps {
+		p.ImageVAE = &w.VAE
+	}
 	if p.Scheduler, err = json.Marshal(sampler.WanUniPCConfig(w.FlowShift)); err != nil {
 		return nil, err
 	}

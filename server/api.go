@@ -51,7 +51,10 @@ type VideoRequest struct {
 	NegativePrompt    string   `json:"negative_prompt,omitempty"`
 	NumInferenceSteps int      `json:"num_inference_steps,omitempty"`
 	GuidanceScale     *float64 `json:"guidance_scale,omitempty"`
-	FlowShift         float64  `json:"flow_shift,omitempty"`
+	// GuidanceScale2 is the low-noise expert's scale on a Wan 2.2 A14B
+	// model (diffusers' guidance_scale_2; unset: guidance_scale).
+	GuidanceScale2 *float64 `json:"guidance_scale_2,omitempty"`
+	FlowShift      float64  `json:"flow_shift,omitempty"`
 	// Plan is a preset name, or a plan as YAML/JSON text (never a path:
 	// the server does not read files a client names).
 	Plan    string   `json:"plan,omitempty"`
@@ -68,6 +71,9 @@ type VideoRequest struct {
 	// {"path": NAME, "scale": S}, or a list of them. NAME is a file under
 	// the server's LoRA folders (--loras, a models folder's loras/).
 	LoRA json.RawMessage `json:"lora,omitempty"`
+	// LoRA2 is lora for the low-noise expert (transformer_2) of a Wan 2.2
+	// A14B model, as `ferry generate --lora-2`.
+	LoRA2 json.RawMessage `json:"lora_2,omitempty"`
 }
 
 // Budgets lower the server's budgets for one request ("8GiB" or bytes).
@@ -88,6 +94,7 @@ type spec struct {
 	Seed           uint64   `json:"seed"`
 	Steps          int      `json:"steps"`
 	Guidance       float64  `json:"guidance"`
+	Guidance2      *float64 `json:"guidance_2,omitempty"`
 	FlowShift      float64  `json:"flow_shift,omitempty"`
 	Plan           string   `json:"plan,omitempty"`
 	DType          string   `json:"dtype,omitempty"`
@@ -100,6 +107,9 @@ type spec struct {
 	// them read, at admission and again at dispatch (never journaled).
 	LoRAs []loraRef `json:"loras,omitempty"`
 	loras []wan.LoRA
+	// LoRAs2 are the low-noise expert's (lora_2).
+	LoRAs2 []loraRef `json:"loras_2,omitempty"`
+	loras2 []wan.LoRA
 }
 
 // Variants of a job's content.
@@ -171,6 +181,13 @@ func (r VideoRequest) toSpec() (spec, error) {
 		}
 		s.Guidance = g
 	}
+	if r.GuidanceScale2 != nil {
+		g := *r.GuidanceScale2
+		if math.IsNaN(g) || g < 0 || g > 100 {
+			return s, badField("guidance_scale_2", "want a number in 0..100")
+		}
+		s.Guidance2 = &g
+	}
 	if math.IsNaN(r.FlowShift) || r.FlowShift < 0 || r.FlowShift > 100 {
 		return s, badField("flow_shift", "want a number in 0..100")
 	}
@@ -208,7 +225,10 @@ func (r VideoRequest) toSpec() (spec, error) {
 		s.KeepAlive = &d
 	}
 	var err error
-	if s.LoRAs, err = parseLoRAs(r.LoRA); err != nil {
+	if s.LoRAs, err = parseLoRAs("lora", r.LoRA); err != nil {
+		return s, err
+	}
+	if s.LoRAs2, err = parseLoRAs("lora_2", r.LoRA2); err != nil {
 		return s, err
 	}
 	return s, nil

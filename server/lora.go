@@ -22,9 +22,9 @@ type loraRef struct {
 	Scale float64 `json:"scale"`
 }
 
-// parseLoRAs reads the request's lora field: "NAME[:SCALE]", an object
-// {"path", "scale"}, or a list of either.
-func parseLoRAs(raw json.RawMessage) ([]loraRef, error) {
+// parseLoRAs reads a request's lora (or lora_2) field: "NAME[:SCALE]", an
+// object {"path", "scale"}, or a list of either.
+func parseLoRAs(field string, raw json.RawMessage) ([]loraRef, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -33,11 +33,11 @@ func parseLoRAs(raw json.RawMessage) ([]loraRef, error) {
 		list = []json.RawMessage{raw}
 	}
 	if len(list) > maxLoRAs {
-		return nil, badField("lora", "%d adapters: at most %d", len(list), maxLoRAs)
+		return nil, badField(field, "%d adapters: at most %d", len(list), maxLoRAs)
 	}
 	out := make([]loraRef, 0, len(list))
 	for _, item := range list {
-		l, err := parseLoRA(item)
+		l, err := parseLoRA(field, item)
 		if err != nil {
 			return nil, err
 		}
@@ -46,7 +46,7 @@ func parseLoRAs(raw json.RawMessage) ([]loraRef, error) {
 	return out, nil
 }
 
-func parseLoRA(raw json.RawMessage) (loraRef, error) {
+func parseLoRA(field string, raw json.RawMessage) (loraRef, error) {
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
 		l := loraRef{Path: s, Scale: 1}
@@ -57,7 +57,7 @@ func parseLoRA(raw json.RawMessage) (loraRef, error) {
 				l.Path, l.Scale = s[:i], f
 			}
 		}
-		return l, checkLoRARef(l)
+		return l, checkLoRARef(field, l)
 	}
 	var obj struct {
 		Path  string   `json:"path"`
@@ -66,21 +66,21 @@ func parseLoRA(raw json.RawMessage) (loraRef, error) {
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&obj); err != nil {
-		return loraRef{}, badField("lora", "want \"NAME[:SCALE]\", {\"path\": NAME, \"scale\": S} or a list of them")
+		return loraRef{}, badField(field, "want \"NAME[:SCALE]\", {\"path\": NAME, \"scale\": S} or a list of them")
 	}
 	l := loraRef{Path: obj.Path, Scale: 1}
 	if obj.Scale != nil {
 		l.Scale = *obj.Scale
 	}
-	return l, checkLoRARef(l)
+	return l, checkLoRARef(field, l)
 }
 
-func checkLoRARef(l loraRef) error {
+func checkLoRARef(field string, l loraRef) error {
 	if l.Path == "" {
-		return badField("lora", "names no file (want NAME or NAME:SCALE)")
+		return badField(field, "names no file (want NAME or NAME:SCALE)")
 	}
 	if math.IsNaN(l.Scale) || math.IsInf(l.Scale, 0) || math.Abs(l.Scale) > 1000 {
-		return badField("lora", "scale of %s: want a finite number up to 1000", l.Path)
+		return badField(field, "scale of %s: want a finite number up to 1000", l.Path)
 	}
 	return nil
 }
@@ -115,17 +115,17 @@ func loraRoots(loraDirs, modelDirs []string) []string {
 // each root in turn, an absolute one must lie inside a root. A name with
 // "..", or one that resolves (links followed) outside every root, is a
 // 400 that does not say whether such a file exists.
-func resolveLoRA(roots []string, name string) (string, error) {
+func resolveLoRA(field string, roots []string, name string) (string, error) {
 	if strings.ContainsRune(name, 0) {
-		return "", badField("lora", "%q is not a file name", name)
+		return "", badField(field, "%q is not a file name", name)
 	}
 	for _, part := range strings.Split(filepath.ToSlash(name), "/") {
 		if part == ".." {
-			return "", badField("lora", "%s: \"..\" is not allowed; name a file under the server's LoRA folders", name)
+			return "", badField(field, "%s: \"..\" is not allowed; name a file under the server's LoRA folders", name)
 		}
 	}
 	if len(roots) == 0 {
-		return "", badField("lora", "this server serves no LoRAs (start it with --loras DIR, or put them in a models folder's loras/)")
+		return "", badField(field, "this server serves no LoRAs (start it with --loras DIR, or put them in a models folder's loras/)")
 	}
 	var cands []string
 	if filepath.IsAbs(name) {
@@ -144,7 +144,7 @@ func resolveLoRA(roots []string, name string) (string, error) {
 			return real, nil
 		}
 	}
-	return "", badField("lora", "%s: no such LoRA under the server's LoRA folders", name)
+	return "", badField(field, "%s: no such LoRA under the server's LoRA folders", name)
 }
 
 // within reports whether path lies inside one of roots.
@@ -158,26 +158,52 @@ func within(roots []string, path string) bool {
 	return false
 }
 
-// loadLoRAs resolves a spec's LoRAs and reads them against m's
-// transformer with load: Pipeline.CheckLoRA at admission (the header: a
-// bad name or size is a 400, and the planner gets the adapters' bytes),
+// loadLoRAs resolves a spec's LoRAs (lora, and lora_2 for a Wan 2.2
+// A14B model's low-noise expert) and reads them against m's transformer
+// with load: Pipeline.CheckLoRA at admission (the header: a bad name or
+// size is a 400, and the planner gets the adapters' bytes),
 // Pipeline.LoadLoRA at dispatch (the values). Each job reads its own
 // adapters and the pipeline takes them off after denoising, so two jobs on
 // one model never share adapter state; the base weights are never merged.
 // Caller holds mu and has opened m.
-func (ms *models) loadLoRAs(m *model, s spec, load func(path string, scale float64) (wan.LoRA, error)) ([]wan.LoRA, error) {
+func (ms *models) loadLoRAs(m *model, s *spec, load func(path string, scale float64) (wan.LoRA, error)) error {
+	var err error
+	if s.loras, err = ms.readLoRAs("lora", s.LoRAs, load); err != nil {
+		return err
+	}
+	s.loras2, err = ms.readLoRAs("lora_2", s.LoRAs2, load)
+	return err
+}
+
+// readLoRAs resolves and reads the adapters one field names.
+func (ms *models) readLoRAs(field string, refs []loraRef, load func(path string, scale float64) (wan.LoRA, error)) ([]wan.LoRA, error) {
 	var out []wan.LoRA
-	for _, ref := range s.LoRAs {
-		path, err := resolveLoRA(ms.loraRoots, ref.Path)
+	for _, ref := range refs {
+		path, err := resolveLoRA(field, ms.loraRoots, ref.Path)
 		if err != nil {
 			return nil, err
 		}
 		l, err := load(path, ref.Scale)
 		if err != nil {
 			// The client sees its own name, not the server's folders.
-			return nil, badField("lora", "%s", strings.ReplaceAll(err.Error(), path, ref.Path))
+			return nil, badField(field, "%s", strings.ReplaceAll(err.Error(), path, ref.Path))
 		}
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// checkExperts refuses the low-noise expert's fields (lora_2,
+// guidance_scale_2) for a model with one transformer.
+func checkExperts(m *model, s spec) error {
+	if m.planPipe.TwoExperts() {
+		return nil
+	}
+	if len(s.LoRAs2) > 0 {
+		return badField("lora_2", "model %s has one transformer: lora_2 adapts the low-noise expert (transformer_2) of a Wan 2.2 A14B model; use lora", m.name)
+	}
+	if s.Guidance2 != nil {
+		return badField("guidance_scale_2", "model %s has one transformer: guidance_scale_2 is the low-noise expert's scale on a Wan 2.2 A14B model; use guidance_scale", m.name)
+	}
+	return nil
 }

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"ferry/checkpoint"
+	"ferry/dtype"
 	"ferry/lora"
 	"ferry/model/modeltest"
 	wanmodel "ferry/model/wan"
 	"ferry/pipeline"
 	"ferry/pipeline/wan"
 	"ferry/server/queue"
+	"ferry/synth"
 )
 
 // writeLoRA writes a rank-2 LoRA with random A and B on every default
@@ -75,6 +77,17 @@ func (v *videoTap) get(t *testing.T, id string) []float32 {
 // fresh runtime, every weight resident) on tiny()'s request.
 func referenceVideo(t *testing.T, model string, loras map[string]float64) []float32 {
 	t.Helper()
+	return referenceVideoOf(t, model, 1, func(p *wan.Pipeline, r *wan.Request) {
+		for file, scale := range loras {
+			r.LoRAs = append(r.LoRAs, readLoRA(t, p, file, scale))
+		}
+	})
+}
+
+// referenceVideoOf is referenceVideo for tiny()'s request at guidance g,
+// edited by edit (LoRAs, the low-noise expert's fields).
+func referenceVideoOf(t *testing.T, model string, g float64, edit func(p *wan.Pipeline, r *wan.Request)) []float32 {
+	t.Helper()
 	f, err := checkpoint.OpenFolder(model)
 	if err != nil {
 		t.Fatal(err)
@@ -84,15 +97,9 @@ func referenceVideo(t *testing.T, model string, loras map[string]float64) []floa
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := wan.Request{Prompt: "a red fox", Height: 32, Width: 32, Frames: 5, Steps: 2, Guidance: 1, Seed: 7}
+	r := wan.Request{Prompt: "a red fox", Height: 32, Width: 32, Frames: 5, Steps: 2, Guidance: g, Seed: 7}
 	r.Defaults()
-	for file, scale := range loras {
-		l, err := p.LoadLoRA(file, scale)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.LoRAs = append(r.LoRAs, l)
-	}
+	edit(p, &r)
 	rt, err := pipeline.NewRuntime(pipeline.Budget{}, nil, pipeline.Options{ComputeDType: pipeline.DefaultComputeDType()})
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +113,15 @@ func referenceVideo(t *testing.T, model string, loras map[string]float64) []floa
 		t.Fatal(err)
 	}
 	return out.Video
+}
+
+func readLoRA(t *testing.T, p *wan.Pipeline, file string, scale float64) wan.LoRA {
+	t.Helper()
+	l, err := p.LoadLoRA(file, scale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // LoRA requests on one resident model: each job's adapters apply to that
@@ -227,5 +243,62 @@ func TestLoRARootsOfModels(t *testing.T) {
 	roots := loraRoots([]string{extra, filepath.Join(dir, "absent")}, []string{dir})
 	if len(roots) != 2 || !strings.HasSuffix(roots[1], "loras") {
 		t.Fatalf("roots %v: want the --loras folder and the models folder's loras/", roots)
+	}
+}
+
+// A Wan 2.2 A14B model's low-noise expert takes its own fields, as
+// `ferry generate --lora-2 --guidance-2` does: lora_2 and guidance_scale_2
+// change the video to exactly the pipeline's, and a model with one
+// transformer refuses them with a 400 naming the field.
+func TestExpertFields(t *testing.T) {
+	models, loras := t.TempDir(), t.TempDir()
+	a, err := synth.Lookup("wan-tiny-moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moeDir := filepath.Join(models, "wan-tiny-moe")
+	if err := synth.Write(moeDir, a, synth.Options{Seed: 3, DType: dtype.BF16}); err != nil {
+		t.Fatal(err)
+	}
+	low := filepath.Join(loras, "low.safetensors")
+	writeLoRA(t, moeDir, low, 5)
+	tap := newVideoTap()
+	h := start(t, Config{KeepAlive: -1, Models: []string{models, filepath.Join(modelRoot, "wan-tiny")}, LoRADirs: []string{loras}, faults: &faults{onVideo: tap.put}})
+
+	moe := func(extra string) string {
+		return strings.Replace(tiny(extra), `"model":"wan-tiny","prompt":"a red fox","size":"32x32","num_frames":5,"num_inference_steps":2,"guidance_scale":1`,
+			`"model":"wan-tiny-moe","prompt":"a red fox","size":"32x32","num_frames":5,"num_inference_steps":2,"guidance_scale":2`, 1)
+	}
+	for _, c := range []struct{ body, field string }{
+		{tiny(`"lora_2":"low.safetensors"`), "lora_2"},
+		{tiny(`"guidance_scale_2":3`), "guidance_scale_2"},
+		{moe(`"guidance_scale_2":-1`), "guidance_scale_2"},
+		{moe(`"lora_2":"missing.safetensors"`), "lora_2"},
+	} {
+		code, _, body := h.do("POST", "/v1/videos", c.body)
+		if code != http.StatusBadRequest || !strings.Contains(string(body), c.field) {
+			t.Errorf("%s: %d %s, want 400 naming %s", c.body, code, body, c.field)
+		}
+	}
+
+	plain, both := h.submit(moe("")), h.submit(moe(`"lora_2":"low.safetensors:0.5","guidance_scale_2":3`))
+	for _, id := range []string{plain, both} {
+		if v := h.wait(id, 2*time.Minute, terminal); v.Status != queue.StatusCompleted {
+			t.Fatalf("%s: %s %+v", id, v.Status, v.Error)
+		}
+	}
+	if v := h.job(both); len(v.LoRA2) != 1 || v.LoRA2[0] != (loraRef{Path: "low.safetensors", Scale: 0.5}) {
+		t.Errorf("the job shows lora_2 %+v, want low.safetensors at 0.5", v.LoRA2)
+	}
+	if slices.Equal(tap.get(t, plain), tap.get(t, both)) {
+		t.Fatal("lora_2 and guidance_scale_2 left the video unchanged")
+	}
+	g2 := 3.0
+	ref := referenceVideoOf(t, moeDir, 2, func(p *wan.Pipeline, r *wan.Request) {
+		r.LoRAs2 = append(r.LoRAs2, readLoRA(t, p, low, 0.5))
+		r.Guidance2 = &g2
+	})
+	if !slices.Equal(tap.get(t, both), ref) {
+		t.Error("the served video differs from the pipeline's (ferry generate --lora-2 --guidance-2) on the same seed")
 	}
 }

@@ -139,7 +139,7 @@ func (ms *models) open(m *model) error {
 func wanRequest(s spec) wan.Request {
 	r := wan.Request{Prompt: s.Prompt, NegativePrompt: s.NegativePrompt, Height: s.Height, Width: s.Width,
 		Frames: s.Frames, Steps: s.Steps, Guidance: s.Guidance, FlowShift: s.FlowShift, Seed: s.Seed, MaxSeqLen: 512,
-		LoRAs: s.loras}
+		LoRAs: s.loras, LoRAs2: s.loras2, Guidance2: s.Guidance2}
 	r.Defaults()
 	return r
 }
@@ -223,8 +223,10 @@ func (ms *models) admit(s spec) (planner.Prediction, error) {
 	if err := ms.open(m); err != nil {
 		return planner.Prediction{}, err
 	}
-	var err error
-	if s.loras, err = ms.loadLoRAs(m, s, m.planPipe.CheckLoRA); err != nil {
+	if err := checkExperts(m, s); err != nil {
+		return planner.Prediction{}, err
+	}
+	if err := ms.loadLoRAs(m, &s, m.planPipe.CheckLoRA); err != nil {
 		return planner.Prediction{}, err
 	}
 	_, pred, err := ms.planFor(m, s, ms.budgets(s))
@@ -247,8 +249,7 @@ func (ms *models) acquire(sp *spec) (*model, planner.Prediction, error) {
 	if err := ms.open(m); err != nil {
 		return nil, planner.Prediction{}, err
 	}
-	var err error
-	if sp.loras, err = ms.loadLoRAs(m, *sp, m.planPipe.LoadLoRA); err != nil {
+	if err := ms.loadLoRAs(m, sp, m.planPipe.LoadLoRA); err != nil {
 		return nil, planner.Prediction{}, err
 	}
 	s := *sp
@@ -324,7 +325,7 @@ func (ms *models) planInputs(m *model, s spec) (planner.Profile, hwprofile.Profi
 	r := wanRequest(s)
 	req := planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
 		PromptTokens: m.planPipe.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance, FlowShift: r.FlowShift,
-		AdapterBytes: wan.LoRABytes(r.LoRAs)}
+		AdapterBytes: wan.LoRABytes(r.LoRAs), AdapterBytes2: wan.LoRABytes(r.LoRAs2)}
 	prof := *m.prof
 	prof.Compute = computeDType(s.DType)
 	hw := ms.hw

@@ -274,6 +274,8 @@ type videoJSON struct {
 	CancelPending bool         `json:"cancel_requested,omitempty"`
 	// LoRA lists the adapters the request named, as it named them.
 	LoRA []loraRef `json:"lora,omitempty"`
+	// LoRA2 lists the low-noise expert's adapters (lora_2).
+	LoRA2 []loraRef `json:"lora_2,omitempty"`
 }
 
 func (s *Server) video(j queue.Job) videoJSON {
@@ -282,7 +284,7 @@ func (s *Server) video(j queue.Job) videoJSON {
 	v := videoJSON{ID: j.ID, Object: "video", Model: j.Model, Status: j.Status, Phase: j.Phase, Progress: j.Progress,
 		CreatedAt: j.CreatedAt.Unix(), Size: fmt.Sprintf("%dx%d", sp.Width, sp.Height), NumFrames: sp.Frames,
 		Prompt: sp.Prompt, Predicted: j.Predicted, Attempts: j.Attempts, Outputs: j.Outputs, CancelPending: j.CancelRequested,
-		LoRA: sp.LoRAs}
+		LoRA: sp.LoRAs, LoRA2: sp.LoRAs2}
 	if sp.FPS > 0 {
 		v.Seconds = strconv.FormatFloat(float64(sp.Frames)/sp.FPS, 'f', 2, 64)
 	}
