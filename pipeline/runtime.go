@@ -179,6 +179,23 @@ func (rt *Runtime) Step(i int) func() {
 	}
 }
 
+// NewRequest readies a runtime kept across requests (a server's resident
+// model) for the next one: its trace and step times start empty, so that
+// one request's trace, chart and report hold that request alone, and the
+// memory counters restart from what stays resident.
+func (rt *Runtime) NewRequest() {
+	rt.Trace.Reset()
+	rt.steps = nil
+	for _, d := range []struct {
+		name string
+		dev  *cpu.Device
+	}{{"device", rt.Device}, {"host", rt.Host}} {
+		st := d.dev.Stats()
+		rt.Trace.Count(d.name+" allocated", st.Allocated)
+		rt.Trace.Count(d.name+" reserved", st.Reserved)
+	}
+}
+
 // Close releases the executor and every byte of the devices.
 func (rt *Runtime) Close() {
 	if rt.stopRSS != nil {

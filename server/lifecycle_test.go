@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"ferry/media"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"ferry/server/queue"
+	"ferry/trace"
 )
 
 func TestJobLifecycle(t *testing.T) {
@@ -97,5 +99,49 @@ func TestJobLifecycle(t *testing.T) {
 	}
 	if code, _, data := h.do("GET", "/v1/videos/"+id, ""); code != 404 || errorCode(t, data) != "video_not_found" {
 		t.Fatalf("after delete: %d %s", code, data)
+	}
+}
+
+// A model kept resident across jobs gives each job its own trace: the
+// second job's trace holds its own two denoising steps, not the first
+// job's too, and its device counter starts from what stayed resident.
+func TestTracePerJob(t *testing.T) {
+	h := start(t, Config{KeepAlive: -1})
+	var traces []*trace.Chrome
+	for i := range 2 {
+		id := h.submit(tiny(`"outputs":["trace"]`))
+		if v := h.wait(id, 2*time.Minute, terminal); v.Status != queue.StatusCompleted {
+			t.Fatalf("job %d: %s %+v", i, v.Status, v.Error)
+		}
+		code, _, body := h.do("GET", "/v1/videos/"+id+"/content?variant=trace", "")
+		if code != http.StatusOK {
+			t.Fatalf("job %d trace: %d %s", i, code, body)
+		}
+		c, err := trace.ReadChrome(bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		traces = append(traces, c)
+	}
+	for i, c := range traces {
+		steps := 0
+		for _, s := range c.Spans {
+			if s.Kind == trace.Phase && strings.HasPrefix(s.Name, "denoise step ") {
+				steps++
+			}
+		}
+		if steps != 2 {
+			t.Errorf("job %d's trace holds %d denoising steps, want its own 2", i, steps)
+		}
+	}
+	var first *trace.Sample
+	for i, s := range traces[1].Samples {
+		if s.Name == "device allocated" {
+			first = &traces[1].Samples[i]
+			break
+		}
+	}
+	if first == nil || first.Value == 0 {
+		t.Errorf("the second job's trace does not start from the resident weights' device bytes: %+v", first)
 	}
 }

@@ -340,6 +340,7 @@ func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, p
 		m.runPipe.OnStep, m.runPipe.OnFrame = nil, nil
 	}()
 	for _, r := range []*pipeline.Runtime{rt, textRT} {
+		r.NewRequest()
 		r.Device.ResetPeakStats()
 		r.Host.ResetPeakStats()
 	}

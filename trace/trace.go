@@ -9,6 +9,7 @@ package trace
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,7 +67,7 @@ type Sample struct {
 
 // Recorder collects spans and counter samples; safe for concurrent use.
 type Recorder struct {
-	start time.Time
+	start atomic.Pointer[time.Time] // Reset moves it while others read it
 
 	mu       sync.Mutex
 	spans    []Span
@@ -79,13 +80,31 @@ type Recorder struct {
 
 // New starts a recorder; times are relative to now.
 func New() *Recorder {
-	return &Recorder{
-		start:    time.Now(),
+	r := &Recorder{
 		last:     map[string]int64{},
 		minDelta: map[string]int64{},
 		peak:     map[string]int64{},
 		meta:     map[string]string{},
 	}
+	now := time.Now()
+	r.start.Store(&now)
+	return r
+}
+
+// Reset starts the recorder again for a new run on the same objects (a
+// server's resident runtime between jobs): spans, samples and peaks are
+// dropped and times count from now; counter resolutions and annotations
+// stay. Spans still open keep their old start, so call it between runs.
+func (r *Recorder) Reset() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	r.start.Store(&now)
+	r.spans, r.samples = nil, nil
+	r.last, r.peak = map[string]int64{}, map[string]int64{}
 }
 
 // Now is the time since the recorder started.
@@ -93,7 +112,7 @@ func (r *Recorder) Now() time.Duration {
 	if r == nil {
 		return 0
 	}
-	return time.Since(r.start)
+	return time.Since(*r.start.Load())
 }
 
 // Begin opens a span and returns the function that closes it.
