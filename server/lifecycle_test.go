@@ -102,17 +102,25 @@ func TestJobLifecycle(t *testing.T) {
 	}
 }
 
-// A model kept resident across jobs gives each job its own trace: the
-// second job's trace holds its own two denoising steps, not the first
-// job's too, and its device counter starts from what stayed resident.
+// A model kept resident across jobs gives each job its own trace and
+// figures: the second job's trace holds its own two denoising steps, not
+// the first job's too, its device counter starts from what stayed
+// resident, and it read from disk only the prompt's embedding rows (the
+// table stays on disk) where the first read every weight.
 func TestTracePerJob(t *testing.T) {
 	h := start(t, Config{KeepAlive: -1})
 	var traces []*trace.Chrome
+	var reads []int64
 	for i := range 2 {
-		id := h.submit(tiny(`"outputs":["trace"]`))
-		if v := h.wait(id, 2*time.Minute, terminal); v.Status != queue.StatusCompleted {
+		id := h.submit(tiny(`"outputs":["trace"],"plan":"resident"`))
+		v := h.wait(id, 2*time.Minute, terminal)
+		if v.Status != queue.StatusCompleted {
 			t.Fatalf("job %d: %s %+v", i, v.Status, v.Error)
 		}
+		if v.Measured.Warm != (i == 1) {
+			t.Errorf("job %d: warm %v", i, v.Measured.Warm)
+		}
+		reads = append(reads, v.Measured.DiskBytes)
 		code, _, body := h.do("GET", "/v1/videos/"+id+"/content?variant=trace", "")
 		if code != http.StatusOK {
 			t.Fatalf("job %d trace: %d %s", i, code, body)
@@ -122,6 +130,9 @@ func TestTracePerJob(t *testing.T) {
 			t.Fatal(err)
 		}
 		traces = append(traces, c)
+	}
+	if reads[0] < 1<<20 || reads[1] > reads[0]/1000 {
+		t.Errorf("the jobs read %d and then %d bytes from disk: want the weights, then only embedding rows", reads[0], reads[1])
 	}
 	for i, c := range traces {
 		steps := 0

@@ -344,17 +344,19 @@ func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, p
 		r.Device.ResetPeakStats()
 		r.Host.ResetPeakStats()
 	}
-	before := rt.Measure()
+	before, textRead := rt.Measure(), textRT.Exec.Stats().BytesReadDisk
 	req := wanRequest(sp)
 	out, err := m.runPipe.Generate(rt, req, false)
 	after := rt.Measure()
 	// Reserved, as predicted: what the device budget caps. A shared
 	// encoder's peak adds to m's (an upper bound of their joint peak).
+	job := jobMeasured(before, after)
 	peaks := queue.Peaks{DeviceBytes: after.PeakDeviceReservedBytes, HostBytes: after.PeakHostBytes,
-		Plan: planLabel(rt.Plan), Warm: m.warm}
+		Plan: planLabel(rt.Plan), Warm: m.warm, DiskBytes: job.BytesReadDisk}
 	if textRT != rt {
 		peaks.DeviceBytes += textRT.Device.Stats().PeakReserved
 		peaks.HostBytes += textRT.Host.Stats().PeakReserved
+		peaks.DiskBytes += textRT.Exec.Stats().BytesReadDisk - textRead
 	}
 	if err != nil {
 		return nil, peaks, err
@@ -365,7 +367,7 @@ func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, p
 	if err := ctx.Err(); err != nil {
 		return nil, peaks, err
 	}
-	outs, err := s.render(sp, req, rt, out, pred, jobMeasured(before, after))
+	outs, err := s.render(sp, req, rt, out, pred, job)
 	return outs, peaks, err
 }
 

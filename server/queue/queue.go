@@ -75,8 +75,13 @@ type Peaks struct {
 	// resident costs a job that finds none of them loaded: what a warm job
 	// saves.
 	LoadSeconds float64 `json:"load_seconds,omitempty"`
-	// Warm (measured) says the job found its model's runtime resident.
+	// Warm (measured) says the job found its model's runtime resident:
+	// no checkpoint opened, no plan made. Weights demoted since may still
+	// have been loaded again; DiskBytes says how many came from disk.
 	Warm bool `json:"warm,omitempty"`
+	// DiskBytes (measured) is what the job read from the checkpoint: 0
+	// when every weight it ran was in memory already.
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
 }
 
 // Need is what a job asks of a worker, for leasing: the model and the
