@@ -804,3 +804,43 @@ func TestFragmentsFirst(t *testing.T) {
 func touchSeconds(bytes int64, usPerPage float64) float64 {
 	return float64(bytes) / pageSize * usPerPage * 1e-6
 }
+
+// A runtime kept for more requests (ferry serve) is planned for the warm
+// ones: with room for every weight, Search keeps the text encoder and the
+// transformer where a second request finds them (a cold request's plan
+// reads them from the checkpoint every time), and the plan it returns is
+// the fastest warm one, as the cold search's is the fastest cold one.
+func TestSearchRepeatedPlansForWarmRequests(t *testing.T) {
+	p, hw := mustBuiltin(t, "wan2.1-t2v-1.3b"), hwprofile.Default()
+	req := Request{Batch: 1, Frames: 17, Height: 256, Width: 256, TextLen: 512, Steps: 4, Guidance: 5}
+	b := Budgets{DeviceBytes: 20 << 30, HostBytes: 8 << 30}
+	coldPlan, cold, err := Search(p, hw, req, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Repeated = true
+	warmPlan, warm, err := Search(p, hw, req, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !warm.Fits || warm.LoadS <= 0 {
+		t.Fatalf("warm plan %s: fits %v, load %.1fs", describe(warmPlan), warm.Fits, warm.LoadS)
+	}
+	for _, c := range []string{TextEncoder, Transformer} {
+		if warmPlan.For(c).FromDisk() {
+			t.Errorf("the warm plan %s reads %s from the checkpoint every request", describe(warmPlan), c)
+		}
+	}
+	coldAsWarm, err := Predict(p, hw, coldPlan, req, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warm.cost() > coldAsWarm.cost() {
+		t.Errorf("warm request: %.1fs under the warm plan %s, %.1fs under the cold plan %s", warm.cost(), describe(warmPlan), coldAsWarm.cost(), describe(coldPlan))
+	}
+	if cold.TotalS > warm.TotalS*1.01 {
+		t.Errorf("cold request: %.1fs under the cold plan, %.1fs under the warm one", cold.TotalS, warm.TotalS)
+	}
+	t.Logf("cold plan %s: %.1fs cold, %.1fs warm; warm plan %s: %.1fs cold, %.1fs warm",
+		describe(coldPlan), cold.TotalS, coldAsWarm.cost(), describe(warmPlan), warm.TotalS, warm.cost())
+}

@@ -35,6 +35,11 @@ type Request struct {
 	// folder (pipeline/wan Request.LoRAs2), on its device while it
 	// denoises.
 	AdapterBytes2 int64 `json:"adapter_bytes_2,omitempty"`
+	// Repeated says the runtime is kept for the requests after this one
+	// (ferry serve): Search then ranks plans by a warm request's time, the
+	// total less what a kept runtime does not load again (Prediction.LoadS),
+	// so that weights worth keeping are placed where they stay.
+	Repeated bool `json:"repeated,omitempty"`
 }
 
 // Budgets cap memory in bytes; 0 is unlimited.

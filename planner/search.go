@@ -344,7 +344,7 @@ func (sr *searcher) refine(best *residency.Plan, pred Prediction) (*residency.Pl
 		}
 		if p.Fits {
 			lo = mid
-			if p.TotalS <= bestPred.TotalS {
+			if p.cost() <= bestPred.cost() {
 				bestPlan, bestPred = try, p
 			}
 		} else {
@@ -561,15 +561,16 @@ type choice struct {
 
 // pick returns the preferred of the plans predicted within 1% of the
 // fastest (measured against the fastest, so that a chain of plans each
-// within 1% of the next cannot drift the choice further).
+// within 1% of the next cannot drift the choice further); fastest by
+// cost: warm when the runtime is kept for more requests.
 func pick(cs []choice) choice {
-	fastest := cs[0].pred.TotalS
+	fastest := cs[0].pred.cost()
 	for _, c := range cs {
-		fastest = min(fastest, c.pred.TotalS)
+		fastest = min(fastest, c.pred.cost())
 	}
 	best := -1
 	for i, c := range cs {
-		if c.pred.TotalS > fastest*1.01 {
+		if c.pred.cost() > fastest*1.01 {
 			continue
 		}
 		if best < 0 || preferred(c.pred, cs[best].pred) {

@@ -353,3 +353,30 @@ func TestUpcastIsExact(t *testing.T) {
 		t.Fatalf("bf16 round trip %v -> %v", v, got)
 	}
 }
+
+// Between runs a kept executor gives back its read staging buffer (the
+// only host memory a disk-tier plan holds), and the next run reads
+// through a new one.
+func TestReleaseStaging(t *testing.T) {
+	const n, width = 3, 32
+	r := newRig(t, 0, Uniform("t", ComponentPlan{Placement: Stream, Prefetch: 1, Tier: TierDisk}, "den"))
+	c, src, ws := component("den", n, width)
+	if err := r.ex.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	r.runAll(t, c, ws, 1)
+	r.ex.Done("den")
+	if h := r.host.Stats().Allocated; h == 0 {
+		t.Fatal("no staging buffer after reads from disk")
+	}
+	r.ex.ReleaseStaging()
+	if h := r.host.Stats().Allocated; h != 0 {
+		t.Errorf("%d host bytes after ReleaseStaging, want 0", h)
+	}
+	read := src.reads
+	r.runAll(t, c, ws, 1)
+	r.ex.Done("den")
+	if src.reads <= read {
+		t.Error("the run after ReleaseStaging read nothing from disk")
+	}
+}

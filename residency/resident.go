@@ -91,3 +91,17 @@ func (e *Executor) block(name string) *Block {
 	}
 	return nil
 }
+
+// ReleaseStaging frees the buffer reads from disk go through, when no
+// copy is running or queued: a runtime kept between requests then holds
+// only its blocks' weights while idle, which another model's job can
+// demote, and not a buffer nothing can take back. The next read from disk
+// allocates it again.
+func (e *Executor) ReleaseStaging() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.staging != nil && e.loading == nil && len(e.queue) == 0 {
+		e.staging.Free()
+		e.staging = nil
+	}
+}

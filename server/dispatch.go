@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"ferry/dtype"
-	"ferry/hwprofile"
 	"ferry/pipeline"
 	"ferry/planner"
 	"ferry/residency"
@@ -116,34 +115,6 @@ func (ms *models) register(m *model, rt *pipeline.Runtime, plan *residency.Plan,
 		}
 	}
 	return m.runPipe.Register(rt.Exec)
-}
-
-// loadSeconds is the predicted cost of loading what a plan keeps between
-// jobs, for a job that finds none of it loaded (a warm job skips it): the
-// whole copy of resident and host-placed components (read, conversion,
-// upload), and for components that move from host-tier copies the
-// checkpoint read that fills those copies, at the planner's disk and
-// page-cache rates for the uncached and cached parts. The first touch of
-// the copies' pages is left out: right after the server demoted another
-// model it costs the warm-page price, not the fresh one (790 MB onloaded
-// in 1.1 s in all here, where the fresh price alone is 1.6 s).
-func loadSeconds(p planner.Prediction, hw hwprofile.Profile) float64 {
-	var s float64
-	for _, c := range p.Components {
-		switch {
-		case c.Placement == residency.Resident || c.Placement == residency.Host:
-			s += c.CopyS
-		case c.Tier != residency.TierDisk:
-			b := float64(c.StoredBytes)
-			if p.DiskGBps > 0 {
-				s += b * (1 - c.Cached) / (p.DiskGBps * 1e9)
-			}
-			if hw.PageCacheGBps > 0 {
-				s += b * c.Cached / (hw.PageCacheGBps * 1e9)
-			}
-		}
-	}
-	return s
 }
 
 // planLabel names a plan and where it puts each component, e.g. "auto:

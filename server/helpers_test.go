@@ -209,6 +209,22 @@ func (h *harness) deviceAllocated(model string) int64 {
 	return m.rt.Device.Stats().Allocated
 }
 
+// beyondWeights demotes every block of model's runtime off the device and
+// returns what is still allocated there: 0 when the device held weights
+// and nothing else (no activation, context or adapter left behind).
+func (h *harness) beyondWeights(model string) int64 {
+	h.s.models.mu.Lock()
+	defer h.s.models.mu.Unlock()
+	m := h.s.models.byName[model]
+	if m.rt == nil {
+		return 0
+	}
+	for _, b := range m.rt.Exec.Resident() {
+		m.rt.Exec.DemoteDevice(b.Block)
+	}
+	return m.rt.Device.Stats().Allocated
+}
+
 func (h *harness) resident(model string) bool {
 	h.s.models.mu.Lock()
 	defer h.s.models.mu.Unlock()

@@ -325,7 +325,10 @@ func (ms *models) planInputs(m *model, s spec) (planner.Profile, hwprofile.Profi
 	r := wanRequest(s)
 	req := planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
 		PromptTokens: m.planPipe.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance, FlowShift: r.FlowShift,
-		AdapterBytes: wan.LoRABytes(r.LoRAs), AdapterBytes2: wan.LoRABytes(r.LoRAs2)}
+		AdapterBytes: wan.LoRABytes(r.LoRAs), AdapterBytes2: wan.LoRABytes(r.LoRAs2),
+		// The runtime stays for the next jobs: plans are ranked by a warm
+		// job's time, so that what is worth keeping is kept.
+		Repeated: true}
 	prof := *m.prof
 	prof.Compute = computeDType(s.DType)
 	hw := ms.hw
@@ -353,6 +356,7 @@ func (ms *models) release(m *model, failed bool, keep *time.Duration, jobS float
 			if failed {
 				sh.rt.Exec.Done(wan.TextEncoder)
 			}
+			sh.rt.Exec.ReleaseStaging()
 			sh.rt.Device.EmptyCache()
 			sh.rt.Host.EmptyCache()
 		}
@@ -370,6 +374,7 @@ func (ms *models) release(m *model, failed bool, keep *time.Duration, jobS float
 			return
 		}
 	}
+	m.rt.Exec.ReleaseStaging()
 	m.rt.Device.EmptyCache()
 	m.rt.Host.EmptyCache()
 	if !failed {

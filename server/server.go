@@ -343,7 +343,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	raw, _ := json.Marshal(sp)
 	j := queue.Job{ID: newID(), Model: sp.Model, Request: raw,
 		Predicted: queue.Peaks{DeviceBytes: pred.PeakDeviceReservedBytes, HostBytes: pred.PeakHostBytes, Seconds: pred.TotalS,
-			Plan: pred.Plan, LoadSeconds: loadSeconds(pred, s.models.hw)}}
+			Plan: pred.Plan, LoadSeconds: pred.LoadS}}
 	j, _, err = s.q.Submit(r.Context(), j)
 	if errors.Is(err, queue.ErrQueueFull) {
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter()))

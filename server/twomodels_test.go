@@ -57,10 +57,15 @@ func TestTwoModelsShareTheBudget(t *testing.T) {
 	probe.wait(probe.submit(body("tiny-a")), 60*time.Second, terminal)
 	_, hostOne := probe.residentTotal()
 	probe.close()
-	if resident <= 0 || hostOne <= 0 {
-		t.Fatalf("resident %d on the device unbudgeted, %d on the host budgeted", resident, hostOne)
+	if resident <= 0 {
+		t.Fatalf("resident %d on the device unbudgeted", resident)
 	}
+	// The host holds a model and a half of what one keeps there, or, when
+	// a model fits the device whole, one model's weights demoted.
 	host := hostOne + hostOne/2
+	if hostOne == 0 {
+		host = resident
+	}
 	t.Logf("one model: %d on the device unbudgeted, %d on the host at device %d; host budget %d", resident, hostOne, device, host)
 	h := start(t, Config{Models: []string{dir}, KeepAlive: -1, DeviceBytes: device, HostBytes: host})
 	for i := range 4 {
