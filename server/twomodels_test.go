@@ -43,30 +43,23 @@ func (h *harness) residentTotal() (dev, host int64) {
 // make room (not the whole model when part of it is enough).
 func TestTwoModelsShareTheBudget(t *testing.T) {
 	dir := twoModels(t)
-	// Measure one model's resident bytes and predicted peak unbudgeted.
+	// Every job asks for the resident plan, so that each model's job needs
+	// its weights on the device: the device budget holds one model's and a
+	// half, the host budget one job's host peak (the read staging) beside
+	// one model's weights demoted.
+	body := func(m string) string {
+		return strings.Replace(tiny(`"plan":"resident"`), "wan-tiny", m, 1)
+	}
 	probe := start(t, Config{Models: []string{dir}, KeepAlive: -1})
-	body := func(m string) string { return strings.Replace(tiny(""), "wan-tiny", m, 1) }
-	probe.wait(probe.submit(body("tiny-a")), 60*time.Second, terminal)
+	one := probe.wait(probe.submit(body("tiny-a")), 60*time.Second, terminal)
 	resident, _ := probe.residentTotal()
 	probe.close()
-	// A device budget under one model's weights makes the planner keep
-	// them on the host tier; the host budget then holds one model and a
-	// half.
+	if resident <= 0 || one.Measured == nil {
+		t.Fatalf("resident %d on the device unbudgeted; job %+v", resident, one)
+	}
 	device := resident + resident/2
-	probe = start(t, Config{Models: []string{dir}, KeepAlive: -1, DeviceBytes: device})
-	probe.wait(probe.submit(body("tiny-a")), 60*time.Second, terminal)
-	_, hostOne := probe.residentTotal()
-	probe.close()
-	if resident <= 0 {
-		t.Fatalf("resident %d on the device unbudgeted", resident)
-	}
-	// The host holds a model and a half of what one keeps there, or, when
-	// a model fits the device whole, one model's weights demoted.
-	host := hostOne + hostOne/2
-	if hostOne == 0 {
-		host = resident
-	}
-	t.Logf("one model: %d on the device unbudgeted, %d on the host at device %d; host budget %d", resident, hostOne, device, host)
+	host := one.Measured.HostBytes + resident
+	t.Logf("one model: %d on the device, host peak %d; budgets %d, %d", resident, one.Measured.HostBytes, device, host)
 	h := start(t, Config{Models: []string{dir}, KeepAlive: -1, DeviceBytes: device, HostBytes: host})
 	for i := range 4 {
 		m := []string{"tiny-a", "tiny-b"}[i%2]
