@@ -54,6 +54,13 @@ func (q *Queue) SubscribeEvents(fn func(id, typ string, data []byte)) (stop func
 	// Progress events are small and frequent: never drop them for a slow
 	// consumer before the defaults would.
 	sub.SetPendingLimits(-1, 64<<20)
+	// The subscription counts once the server has it: a round trip, so
+	// that events other nodes publish after this returns are not lost (on
+	// a loaded machine the first ones were).
+	if err := q.nc.Flush(); err != nil {
+		sub.Unsubscribe()
+		return nil, fmt.Errorf("natsq: subscribe to events: %w", err)
+	}
 	return func() { sub.Unsubscribe() }, nil
 }
 
