@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"ferry/pipeline"
 	"fmt"
 	"io"
 	"net/http"
@@ -200,28 +201,30 @@ func (h *harness) events(id string, lastID int) []sse {
 
 // deviceAllocated is the resident runtime's allocated device bytes.
 func (h *harness) deviceAllocated(model string) int64 {
-	h.s.models.mu.Lock()
-	defer h.s.models.mu.Unlock()
-	m := h.s.models.byName[model]
-	if m.rt == nil {
-		return 0
-	}
-	return m.rt.Device.Stats().Allocated
+	return h.allocatedAfter(model, func(*pipeline.Runtime) {})
 }
 
 // beyondWeights demotes every block of model's runtime off the device and
 // returns what is still allocated there: 0 when the device held weights
 // and nothing else (no activation, context or adapter left behind).
 func (h *harness) beyondWeights(model string) int64 {
+	return h.allocatedAfter(model, func(rt *pipeline.Runtime) {
+		for _, b := range rt.Exec.Resident() {
+			rt.Exec.DemoteDevice(b.Block)
+		}
+	})
+}
+
+// allocatedAfter runs fn on model's resident runtime under the models
+// lock and returns the device bytes allocated then (0: no runtime).
+func (h *harness) allocatedAfter(model string, fn func(rt *pipeline.Runtime)) int64 {
 	h.s.models.mu.Lock()
 	defer h.s.models.mu.Unlock()
 	m := h.s.models.byName[model]
 	if m.rt == nil {
 		return 0
 	}
-	for _, b := range m.rt.Exec.Resident() {
-		m.rt.Exec.DemoteDevice(b.Block)
-	}
+	fn(m.rt)
 	return m.rt.Device.Stats().Allocated
 }
 
