@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"ferry/pipeline"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"ferry/dtype"
+	"ferry/pipeline"
 	"ferry/server/queue"
 	"ferry/synth"
 )
