@@ -175,17 +175,16 @@ func (r VideoRequest) toSpec() (spec, error) {
 		return s, badField("num_inference_steps", "%d is outside 1..%d", s.Steps, maxSteps)
 	}
 	if r.GuidanceScale != nil {
-		g := *r.GuidanceScale
-		if math.IsNaN(g) || g < 0 || g > 100 {
-			return s, badField("guidance_scale", "want a number in 0..100")
+		if err := checkGuidance("guidance_scale", *r.GuidanceScale); err != nil {
+			return s, err
 		}
-		s.Guidance = g
+		s.Guidance = *r.GuidanceScale
 	}
 	if r.GuidanceScale2 != nil {
-		g := *r.GuidanceScale2
-		if math.IsNaN(g) || g < 0 || g > 100 {
-			return s, badField("guidance_scale_2", "want a number in 0..100")
+		if err := checkGuidance("guidance_scale_2", *r.GuidanceScale2); err != nil {
+			return s, err
 		}
+		g := *r.GuidanceScale2
 		s.Guidance2 = &g
 	}
 	if math.IsNaN(r.FlowShift) || r.FlowShift < 0 || r.FlowShift > 100 {
@@ -232,6 +231,13 @@ func (r VideoRequest) toSpec() (spec, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+func checkGuidance(field string, g float64) error {
+	if math.IsNaN(g) || g < 0 || g > 100 {
+		return badField(field, "want a number in 0..100")
+	}
+	return nil
 }
 
 func contains(xs []string, x string) bool {
