@@ -51,7 +51,7 @@ const (
 
 // Measure collects the figures of the run so far.
 func (rt *Runtime) Measure() Measured {
-	d, h, st := rt.Device.Stats(), rt.Host.Stats(), rt.Exec.Stats()
+	d, h, st, was := rt.Device.Stats(), rt.Host.Stats(), rt.Exec.Stats(), rt.copiedBefore
 	m := Measured{
 		PeakDeviceBytes:         d.PeakAllocated,
 		PeakDeviceReservedBytes: d.PeakReserved,
@@ -61,10 +61,10 @@ func (rt *Runtime) Measure() Measured {
 		TextEncoderS:            rt.phases[PhaseText].Seconds(),
 		DenoiseS:                rt.phases[PhaseDenoise].Seconds(),
 		VAES:                    rt.phases[PhaseVAE].Seconds(),
-		CopyWaitS:               st.CopyWait.Seconds(),
-		CopyS:                   st.CopyTime.Seconds(),
-		BytesCopied:             st.BytesCopied,
-		BytesReadDisk:           st.BytesReadDisk,
+		CopyWaitS:               (st.CopyWait - was.CopyWait).Seconds(),
+		CopyS:                   (st.CopyTime - was.CopyTime).Seconds(),
+		BytesCopied:             st.BytesCopied - was.BytesCopied,
+		BytesReadDisk:           st.BytesReadDisk - was.BytesReadDisk,
 	}
 	for _, s := range rt.steps {
 		m.StepS = append(m.StepS, s.Seconds())

@@ -40,7 +40,10 @@ type Runtime struct {
 	stopRSS func()
 	start   time.Time
 	phases  map[string]time.Duration
-	steps   []time.Duration
+	// copiedBefore is the executor's counters when this request began
+	// (NewRequest): Measure reports what the request added.
+	copiedBefore residency.Stats
+	steps        []time.Duration
 }
 
 // Options tune a runtime beyond the budget and plan.
@@ -180,16 +183,20 @@ func (rt *Runtime) Step(i int) func() {
 }
 
 // NewRequest readies a runtime kept across requests (a server's resident
-// model) for the next one: its trace and step times start empty, so that
-// one request's trace, chart and report hold that request alone, and the
-// memory counters restart from what stays resident.
+// model) for the next one, so that Measure, the trace and the chart hold
+// that request alone: the clock, phase and step times, copy figures and
+// peaks start again (the executor's own counters run on), and the memory counters from what stays resident.
 func (rt *Runtime) NewRequest() {
-	rt.Trace.Reset()
+	rt.start = time.Now()
 	rt.steps = nil
+	clear(rt.phases)
+	rt.copiedBefore = rt.Exec.Stats()
+	rt.Trace.Reset()
 	for _, d := range []struct {
 		name string
 		dev  *cpu.Device
 	}{{"device", rt.Device}, {"host", rt.Host}} {
+		d.dev.ResetPeakStats()
 		st := d.dev.Stats()
 		rt.Trace.Count(d.name+" allocated", st.Allocated)
 		rt.Trace.Count(d.name+" reserved", st.Reserved)

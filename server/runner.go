@@ -339,24 +339,21 @@ func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, p
 		m.ctx.use(nil, nil)
 		m.runPipe.OnStep, m.runPipe.OnFrame = nil, nil
 	}()
-	for _, r := range []*pipeline.Runtime{rt, textRT} {
-		r.NewRequest()
-		r.Device.ResetPeakStats()
-		r.Host.ResetPeakStats()
+	rt.NewRequest()
+	if textRT != rt {
+		textRT.NewRequest()
 	}
-	before, textRead := rt.Measure(), textRT.Exec.Stats().BytesReadDisk
 	req := wanRequest(sp)
 	out, err := m.runPipe.Generate(rt, req, false)
-	after := rt.Measure()
+	job := rt.Measure()
 	// Reserved, as predicted: what the device budget caps. A shared
 	// encoder's peak adds to m's (an upper bound of their joint peak).
-	job := jobMeasured(before, after)
-	peaks := queue.Peaks{DeviceBytes: after.PeakDeviceReservedBytes, HostBytes: after.PeakHostBytes,
+	peaks := queue.Peaks{DeviceBytes: job.PeakDeviceReservedBytes, HostBytes: job.PeakHostBytes,
 		Plan: planLabel(rt.Plan), Warm: m.warm, DiskBytes: job.BytesReadDisk}
 	if textRT != rt {
 		peaks.DeviceBytes += textRT.Device.Stats().PeakReserved
 		peaks.HostBytes += textRT.Host.Stats().PeakReserved
-		peaks.DiskBytes += textRT.Exec.Stats().BytesReadDisk - textRead
+		peaks.DiskBytes += textRT.Measure().BytesReadDisk
 	}
 	if err != nil {
 		return nil, peaks, err
@@ -369,23 +366,6 @@ func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, p
 	}
 	outs, err := s.render(sp, req, rt, out, pred, job)
 	return outs, peaks, err
-}
-
-// jobMeasured is one job's share of a runtime's cumulative figures.
-func jobMeasured(before, after pipeline.Measured) pipeline.Measured {
-	m := after
-	m.TextEncoderS -= before.TextEncoderS
-	m.DenoiseS -= before.DenoiseS
-	m.VAES -= before.VAES
-	m.CopyWaitS -= before.CopyWaitS
-	m.CopyS -= before.CopyS
-	m.BytesCopied -= before.BytesCopied
-	m.BytesReadDisk -= before.BytesReadDisk
-	m.TotalS = m.TextEncoderS + m.DenoiseS + m.VAES
-	if len(before.StepS) <= len(after.StepS) {
-		m.StepS = after.StepS[len(before.StepS):]
-	}
-	return m
 }
 
 // render encodes the video and the asked-for variants.
