@@ -10,8 +10,8 @@ import (
 
 	"ferry/checkpoint"
 	"ferry/lora"
+	"ferry/lora/loratest"
 	"ferry/model/modeltest"
-	"ferry/model/wan"
 	pipewan "ferry/pipeline/wan"
 )
 
@@ -20,29 +20,14 @@ import (
 // nothing).
 func tinyLoRA(t *testing.T, model, name string, zeroB bool) (string, []lora.Adapter) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(model, "transformer", "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := wan.ParseConfig(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, shapes := cfg.LinearShapes()
-	var ads []lora.Adapter
-	for i, m := range lora.Targets(names, lora.DefaultTargets) {
-		s := shapes[m]
-		a := lora.Adapter{Module: m, Rank: 2, In: s[1], Out: s[0], Alpha: 2,
-			A: modeltest.Randn(uint64(i), 2*s[1]), B: modeltest.Randn(uint64(1000+i), s[0]*2)}
-		if zeroB {
-			clear(a.B)
+	ads := loratest.Adapters(t, model, 0)
+	if zeroB {
+		for i := range ads {
+			clear(ads[i].B)
 		}
-		ads = append(ads, a)
 	}
 	p := filepath.Join(t.TempDir(), name)
-	if err := lora.Write(p, ads, nil); err != nil {
-		t.Fatal(err)
-	}
+	loratest.Write(t, p, ads)
 	return p, ads
 }
 

@@ -12,40 +12,18 @@ import (
 
 	"ferry/checkpoint"
 	"ferry/dtype"
-	"ferry/lora"
-	"ferry/model/modeltest"
-	wanmodel "ferry/model/wan"
+	"ferry/lora/loratest"
 	"ferry/pipeline"
 	"ferry/pipeline/wan"
 	"ferry/server/queue"
 	"ferry/synth"
 )
 
-// writeLoRA writes a rank-2 LoRA with random A and B on every default
-// target of the model's transformer (as cli's tests build one).
+// writeLoRA writes a rank-2 LoRA with random A and B (picked by seed) on
+// every default target of the model's transformer.
 func writeLoRA(t *testing.T, model, path string, seed uint64) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(model, "transformer", "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := wanmodel.ParseConfig(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, shapes := cfg.LinearShapes()
-	var ads []lora.Adapter
-	for i, m := range lora.Targets(names, lora.DefaultTargets) {
-		s := shapes[m]
-		ads = append(ads, lora.Adapter{Module: m, Rank: 2, In: s[1], Out: s[0], Alpha: 2,
-			A: modeltest.Randn(seed*7919+uint64(i), 2*s[1]), B: modeltest.Randn(seed*7919+uint64(1000+i), s[0]*2)})
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := lora.Write(path, ads, nil); err != nil {
-		t.Fatal(err)
-	}
+	loratest.Write(t, path, loratest.Adapters(t, model, seed))
 }
 
 // videoTap collects every completed job's frames.
