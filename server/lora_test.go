@@ -11,12 +11,10 @@ import (
 	"time"
 
 	"ferry/checkpoint"
-	"ferry/dtype"
 	"ferry/lora/loratest"
 	"ferry/pipeline"
 	"ferry/pipeline/wan"
 	"ferry/server/queue"
-	"ferry/synth"
 )
 
 // writeLoRA writes a rank-2 LoRA with random A and B (picked by seed) on
@@ -229,15 +227,8 @@ func TestLoRARootsOfModels(t *testing.T) {
 // change the video to exactly the pipeline's, and a model with one
 // transformer refuses them with a 400 naming the field.
 func TestExpertFields(t *testing.T) {
-	models, loras := t.TempDir(), t.TempDir()
-	a, err := synth.Lookup("wan-tiny-moe")
-	if err != nil {
-		t.Fatal(err)
-	}
+	models, loras := synthFolder(t, "wan-tiny-moe", "wan-tiny-moe"), t.TempDir()
 	moeDir := filepath.Join(models, "wan-tiny-moe")
-	if err := synth.Write(moeDir, a, synth.Options{Seed: 3, DType: dtype.BF16}); err != nil {
-		t.Fatal(err)
-	}
 	low := filepath.Join(loras, "low.safetensors")
 	writeLoRA(t, moeDir, low, 5)
 	tap := newVideoTap()

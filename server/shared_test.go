@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"ferry/dtype"
 	"ferry/pipeline/wan"
 	"ferry/server/queue"
-	"ferry/synth"
 )
 
 // sharedModels is a folder of three wan-tiny: tiny-a and tiny-b with
@@ -21,16 +19,7 @@ import (
 // copied), and tiny-c with its own.
 func sharedModels(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	a, err := synth.Lookup("wan-tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, name := range []string{"tiny-a", "tiny-b", "tiny-c"} {
-		if err := synth.Write(filepath.Join(dir, name), a, synth.Options{Seed: uint64(i + 1), DType: dtype.BF16}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := synthFolder(t, "wan-tiny", "tiny-a", "tiny-b", "tiny-c")
 	src, dst := filepath.Join(dir, "tiny-a", wan.TextEncoder), filepath.Join(dir, "tiny-b", wan.TextEncoder)
 	if err := os.RemoveAll(dst); err != nil {
 		t.Fatal(err)

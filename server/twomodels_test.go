@@ -13,14 +13,18 @@ import (
 )
 
 // twoModels is a folder holding wan-tiny twice, under two names.
-func twoModels(t *testing.T) string {
+func twoModels(t *testing.T) string { return synthFolder(t, "wan-tiny", "tiny-a", "tiny-b") }
+
+// synthFolder is a folder of models of one architecture written by ferry
+// synth under the given names, the i-th with seed i+1.
+func synthFolder(t *testing.T, arch string, names ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	a, err := synth.Lookup("wan-tiny")
+	a, err := synth.Lookup(arch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, name := range []string{"tiny-a", "tiny-b"} {
+	for i, name := range names {
 		if err := synth.Write(filepath.Join(dir, name), a, synth.Options{Seed: uint64(i + 1), DType: dtype.BF16}); err != nil {
 			t.Fatal(err)
 		}
