@@ -551,7 +551,7 @@ func TestReadTimeFollowsThePageCache(t *testing.T) {
 	s := newSim(hw, Budgets{})
 	x := &simBlock{comp: &simComp{unread: raw, cachedUnread: raw / 4}, rawBytes: raw}
 	for i, want := range []float64{0.75*disk + 0.25*cache, cache, disk} {
-		if got := s.readTime(x, 0); math.Abs(got-want) > 1e-12 {
+		if got := readSum(s, x, 0); math.Abs(got-want) > 1e-12 {
 			t.Errorf("read %d: %.4gs, want %.4gs", i+1, got, want)
 		}
 	}
@@ -563,9 +563,12 @@ func TestReadTimeFollowsThePageCache(t *testing.T) {
 // run's own reads left; each read finds what is left of its pages.
 func TestEvictionOrder(t *testing.T) {
 	hw := hwprofile.Default()
-	hw.DiskGBps, hw.PageCacheGBps = 1, 100
+	hw.DiskGBps, hw.PageCacheGBps, hw.ReclaimTouchUsPerPage = 1, 100, 2
 	const page = pageSize
-	read := func(uncached, cached float64) float64 { return uncached*page/1e9 + cached*page/100e9 }
+	// Past free memory each uncached page read evicts a cached one.
+	read := func(uncached, cached float64) float64 {
+		return uncached*page/1e9 + cached*page/100e9 + uncached*2e-6
+	}
 	s := newSim(hw, Budgets{FreeBytes: 10 * page, CacheBytes: 250 * page})
 	var blocks []*simBlock
 	for range 2 {
@@ -588,10 +591,51 @@ func TestEvictionOrder(t *testing.T) {
 		{"b, first read", b, 70, 30}, // its 70 from disk evict 70 of what a's read left
 		{"a, second read", a, 35, 65},
 	} {
-		if got, want := s.readTime(c.x, 0), read(c.uncached, c.cached); math.Abs(got-want) > 1e-12 {
+		if got, want := readSum(s, c.x, 0), read(c.uncached, c.cached); math.Abs(got-want) > 1e-12 {
 			t.Errorf("%s: %.4gs, want %.4gs (%g pages from disk, %g cached)", c.name, got, want, c.uncached, c.cached)
 		}
 	}
+}
+
+// readSum is a read's whole time: the disk's and the page cache's fill.
+func readSum(s *sim, x *simBlock, at float64) float64 {
+	read, fill := s.readTime(x, at)
+	return read + fill
+}
+
+// TestReadFillsThePageCache: the pages a read of uncached checkpoint bytes
+// fills cost the warm rate where a drop freed them less than fillWarmLife
+// seconds before, the first-touch rate out of the rest of free memory,
+// and the reclaim rate past it; nothing where free memory is unknown.
+func TestReadFillsThePageCache(t *testing.T) {
+	hw := hwprofile.Default()
+	hw.FirstTouchUsPerPage, hw.WarmTouchUsPerPage, hw.ReclaimTouchUsPerPage = 10, 1, 3
+	hw.DiskGBps, hw.PageCacheGBps = 1, 100
+	hw.DiskSustainedGBps = 0
+	const page = pageSize
+	disk := func(pages float64) float64 { return pages * page / 1e9 }
+	us := func(pages, rate float64) float64 { return pages * rate * 1e-6 }
+	// block is a resident component's block, read once: it keeps its pages.
+	block := func() *simBlock { return &simBlock{comp: &simComp{unread: 100 * page}, rawBytes: 100 * page} }
+	check := func(name string, s *sim, x *simBlock, at, want float64) {
+		t.Helper()
+		if got := readSum(s, x, at); math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s: %.4gs, want %.4gs", name, got, want)
+		}
+	}
+
+	s := newSim(hw, Budgets{FreeBytes: 150 * page})
+	check("into free memory", s, block(), 0, disk(100)+us(100, 10))
+	check("past free memory", s, block(), 1, disk(100)+us(50, 10)+us(50, 3))
+
+	s = newSim(hw, Budgets{FreeBytes: 1000 * page})
+	s.freed(100*page, 0) // a drop
+	check("8 s after a drop", s, block(), 8, disk(100)+us(100, 1))
+	s.freed(100*page, 10)
+	check("past fillWarmLife after a drop", s, block(), 10+fillWarmLife+1, disk(100)+us(100, 10))
+
+	s = newSim(hw, Budgets{})
+	check("free memory unknown", s, block(), 0, disk(100))
 }
 
 // TestTouchPastFreeMemory: fresh pages cost the calibrated first touch
@@ -613,7 +657,7 @@ func TestTouchPastFreeMemory(t *testing.T) {
 	}
 
 	s = newSim(hw, Budgets{FreeBytes: 100 * page})
-	s.readTime(&simBlock{comp: &simComp{unread: 120 * page, cachedUnread: 60 * page}, rawBytes: 120 * page}, 0) // 60 pages from disk
+	readSum(s, &simBlock{comp: &simComp{unread: 120 * page, cachedUnread: 60 * page}, rawBytes: 120 * page}, 0) // 60 pages from disk
 	if got, want := s.touchTime(60*page, 0), touchSeconds(40*page, 1)+touchSeconds(20*page, 10); math.Abs(got-want) > 1e-12 {
 		t.Errorf("after reading 60 uncached pages, 60 fresh: %.3g s, want %.3g", got, want)
 	}
@@ -683,7 +727,7 @@ func TestDiskBurstThenSustained(t *testing.T) {
 	hw := hwprofile.Default()
 	hw.DiskGBps, hw.PageCacheGBps = 2, 100
 	read := func(s *sim, raw int64) float64 {
-		return s.readTime(&simBlock{comp: &simComp{unread: raw}, rawBytes: raw}, 0)
+		return readSum(s, &simBlock{comp: &simComp{unread: raw}, rawBytes: raw}, 0)
 	}
 	s := newSim(hw, Budgets{})
 	if got, want := read(s, 3e9), 1.5; math.Abs(got-want) > 1e-12 {
@@ -710,18 +754,18 @@ func TestDroppedPagesAreWarm(t *testing.T) {
 	c := &simComp{plan: residency.ComponentPlan{Placement: residency.Stream, Tier: residency.TierDisk}, unread: 100 * page}
 	x := &simBlock{comp: c, rawBytes: 100 * page}
 
-	s.readTime(x, 0) // the first load keeps its pages
+	readSum(s, x, 0) // the first load keeps its pages
 	if got, want := s.touchTime(50*page, 1), touchSeconds(50*page, 10); math.Abs(got-want) > 1e-12 {
 		t.Errorf("after a first read: %.4gs, want %.4gs (cold)", got, want)
 	}
-	at := 2 + s.readTime(x, 2) // the second drops them when it is done
+	at := 2 + readSum(s, x, 2) // the second drops them when it is done
 	if got, want := s.touchTime(60*page, at), touchSeconds(60*page, 1); math.Abs(got-want) > 1e-12 {
 		t.Errorf("after a second read: %.4gs, want %.4gs (warm)", got, want)
 	}
 	if got, want := s.touchTime(60*page, at+1), touchSeconds(40*page, 1)+touchSeconds(20*page, 10); math.Abs(got-want) > 1e-12 {
 		t.Errorf("past what it dropped: %.4gs, want %.4gs (40 pages warm, 20 cold)", got, want)
 	}
-	at = 10 + s.readTime(x, 10)
+	at = 10 + readSum(s, x, 10)
 	if got, want := s.touchTime(10*page, at+warmLife+1), touchSeconds(10*page, 10); math.Abs(got-want) > 1e-12 {
 		t.Errorf("%gs after a drop: %.4gs, want %.4gs (cold again)", warmLife+1, got, want)
 	}

@@ -143,6 +143,12 @@ type warmFree struct {
 // later, and all cold after 15.
 const warmLife = 6.0
 
+// fillWarmLife is how long the pages a read frees stay warm for the page
+// cache the next read fills: the executor drops a disk-tier block's pages
+// in one piece right after reading them, and the next block's read, 8-9 s
+// later on the A14B, found them warm (see fillTime).
+const fillWarmLife = 12.0
+
 type liveTensor struct {
 	blk *mblock
 	on  *allocModel
@@ -338,7 +344,9 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 		// fresh memory took 4.5 s here, the read alone 0.7 s and the
 		// touch alone 3.9 s.)
 		touch = s.touchTime(s.host.Mapped-hostMapped, start)
-		diskRead = s.readTime(x, start)
+		var fill float64
+		diskRead, fill = s.readTime(x, start)
+		touch += fill
 		read = diskRead + touch
 		cs.stats.bytesDisk += x.rawBytes
 	}
@@ -349,8 +357,8 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 				return
 			}
 		}
-		diskRead = s.readTime(x, start)
-		read = diskRead
+		diskRead, touch = s.readTime(x, start)
+		read = diskRead + touch
 		cs.stats.bytesDisk += x.rawBytes
 	}
 	upload := float64(x.devBytes)/s.uploadRate(cs.storage) + s.touchTime(fresh, start)
@@ -367,13 +375,15 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 	cs.stats.bytesCopied += x.devBytes
 }
 
-// readTime is the time to read a block from its checkpoint at time at.
-// The first read finds the share of the component's unread bytes the page
+// readTime is the time to read a block from its checkpoint at time at:
+// the disk's or the page cache's, and apart from it the first touch of the
+// page cache the read fills (fillTime), which takes the cores as other
+// first touches do. The first read finds the share of the component's unread bytes the page
 // cache still holds and leaves the block there, so the second (disk tier)
 // finds it unless the run's memory has evicted it since; later reads find
 // nothing. From its second load on, the executor drops a disk-tier block's
 // pages after reading them, and the kernel has that memory free, warm.
-func (s *sim) readTime(x *simBlock, at float64) float64 {
+func (s *sim) readTime(x *simBlock, at float64) (read, fill float64) {
 	raw := x.rawBytes
 	var cached int64
 	switch x.reads {
@@ -390,16 +400,44 @@ func (s *sim) readTime(x *simBlock, at float64) float64 {
 		cached = int64(float64(raw) * float64(s.readCached) / float64(s.readBytes))
 	}
 	x.reads++
-	s.useFree(raw - cached) // the page cache grows by what the disk gives
-	t := s.diskTime(raw-cached) + float64(cached)/(s.hw.PageCacheGBps*1e9)
+	fill = s.fillTime(raw-cached, at)
+	read = s.diskTime(raw-cached) + float64(cached)/(s.hw.PageCacheGBps*1e9)
 	if x.reads > 1 && x.comp.plan.FromDisk() {
 		if x.reads == 2 {
 			s.readBytes -= raw
 			s.readCached -= cached
 		}
-		s.freed(raw, at+t)
+		s.freed(raw, at+read+fill)
 	}
-	return t
+	return read, fill
+}
+
+// fillTime prices the page cache that a read of n uncached bytes fills at
+// time at, and takes that memory. The kernel hands the read the pages
+// freed last: those given back in the last fillWarmLife seconds (most
+// often the pages the executor dropped after the previous block's read)
+// cost the warm rate to fill, then free memory the first-touch rate, and
+// past it evicting page cache the reclaim rate. Where free memory is
+// unknown the disk rate alone prices the read, as the probe measured it.
+//
+// Measured on Wan2.2-T2V-A14B (bf16, device and host 8 GiB, see
+// docs/sweeps/a14b-256x256x17.md): a disk-tier block read into the pages
+// of the block dropped 8 s before took 0.6 s (1.1 GB/s); the low-noise
+// expert's first reads, into the 17 GB the high-noise expert's drops had
+// freed minutes before, took 2.1-2.3 s (9 µs more a 4 KiB page, the
+// first-touch rate), with the kernel's time on the cores tripled; once
+// the free memory ran out, 0.8 s.
+func (s *sim) fillTime(n int64, at float64) float64 {
+	if n <= 0 || s.free < 0 {
+		return 0
+	}
+	warm := s.takeWarm(n, at, fillWarmLife)
+	s.free -= min(warm, s.free)
+	n -= warm
+	cold := s.useFree(n)
+	us := float64(warm)*s.hw.WarmTouchUsPerPage + float64(cold)*s.hw.FirstTouchUsPerPage +
+		float64(n-cold)*s.hw.ReclaimTouchUsPerPage
+	return us / pageSize * 1e-6
 }
 
 // diskTime prices n bytes read from the disk: at DiskGBps (the rate ferry
@@ -431,7 +469,7 @@ func (s *sim) touchTime(fresh int64, at float64) float64 {
 	frag := min(fresh, s.fragFresh)
 	s.fragFresh -= frag
 	fresh -= frag
-	warm := s.takeWarm(fresh, at)
+	warm := s.takeWarm(fresh, at, warmLife)
 	if s.free >= 0 {
 		s.free -= min(frag+warm, s.free) // fragments and warm pages are free memory too
 	}
@@ -443,7 +481,7 @@ func (s *sim) touchTime(fresh int64, at float64) float64 {
 }
 
 // freed gives n bytes back to the kernel at time at: free memory, warm for
-// warmLife seconds.
+// warmLife seconds (fillWarmLife for the page cache, fillTime).
 func (s *sim) freed(n int64, at float64) {
 	if s.free >= 0 {
 		s.free += n
@@ -451,15 +489,15 @@ func (s *sim) freed(n int64, at float64) {
 	s.warm = append(s.warm, warmFree{at: at, bytes: n})
 }
 
-// takeWarm takes up to n bytes of the memory given back in the warmLife
+// takeWarm takes up to n bytes of the memory given back in the life
 // seconds before at, the most recent first (the kernel hands out the pages
-// freed last first), and returns how many it got. What is older has gone
-// cold and is dropped from the list.
-func (s *sim) takeWarm(n int64, at float64) int64 {
+// freed last first), and returns how many it got. What is older than the
+// longest life has gone cold and is dropped from the list.
+func (s *sim) takeWarm(n int64, at, life float64) int64 {
 	var got int64
 	for i := len(s.warm) - 1; i >= 0 && got < n; i-- {
 		w := &s.warm[i]
-		if w.at > at || at-w.at > warmLife {
+		if w.at > at || at-w.at > life {
 			continue // not freed yet (the copy worker runs ahead), or cold
 		}
 		k := min(n-got, w.bytes)
@@ -468,7 +506,7 @@ func (s *sim) takeWarm(n int64, at float64) int64 {
 	}
 	kept := s.warm[:0]
 	for _, w := range s.warm {
-		if w.bytes > 0 && at-w.at <= warmLife {
+		if w.bytes > 0 && at-w.at <= max(warmLife, fillWarmLife) {
 			kept = append(kept, w)
 		}
 	}
