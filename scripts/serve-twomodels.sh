@@ -3,8 +3,9 @@
 # alternating (A B A B): both complete; no job's device peak beside what
 # the other model held, nor any sampled resident set, is above the budget;
 # and the second request of each model is faster than its first by at
-# least the predicted load time (predicted.load_seconds: what loading the
-# weights the plan keeps costs, at the planner's rates).
+# least the predicted load time (load_seconds of the plan the first job
+# ran, as dispatch predicted it: what loading the weights the plan keeps
+# costs, at the planner's rates).
 #
 # The models are wan-tiny with Wan 2.1 1.3B's transformer width and
 # LAYERS layers (about 92 MB of bf16 a layer; go run
@@ -46,7 +47,7 @@ for i in 1 2 3 4; do
   j=$(job "$id")
   st=$(jq -r .status <<<"$j")
   [ "$st" = completed ] || { echo "job $i on $m: $st $(jq -c .error <<<"$j")"; exit 1; }
-  secs=$(jq .measured.seconds <<<"$j"); load=$(jq '.predicted.load_seconds // 0' <<<"$j")
+  secs=$(jq .measured.seconds <<<"$j"); load=$(jq '(.dispatched // .predicted).load_seconds // 0' <<<"$j")
   peak=$(jq .measured.device_bytes <<<"$j"); warm=$(jq '.measured.warm // false' <<<"$j")
   others=$(curl -sf "$URL/v1/residency" | jq --arg m "$m" '([.models[] | select(.name != $m) | .device_bytes] + [.shared[].device_bytes]) | add')
   printf '%-4s %-6s %-5s %8.2f %9.2f %12d %12d  %s\n' "$i" "$m" "$warm" "$secs" "$load" "$peak" "$others" "$(jq -r .measured.plan <<<"$j")"

@@ -82,6 +82,7 @@ func TestDispatchReplans(t *testing.T) {
 		if b.Measured.Plan == b.Predicted.Plan {
 			t.Errorf("dispatch ran admission's plan %s although it does not fit beside tiny-a", b.Predicted.Plan)
 		}
+		h.dispatchedRan(b)
 		t.Logf("tiny-b: admitted with %s (peak %d), ran %s (peak %d) beside %d", b.Predicted.Plan, b.Predicted.DeviceBytes, b.Measured.Plan, b.Measured.DeviceBytes, held)
 	})
 
@@ -98,8 +99,27 @@ func TestDispatchReplans(t *testing.T) {
 			}
 			t.Logf("job %d on %s: ran %s, peak %d (predicted %d), warm %v, evictions %d", i, m, v.Measured.Plan, v.Measured.DeviceBytes, v.Predicted.DeviceBytes, v.Measured.Warm, h.s.models.snapshot().Evictions)
 			h.withinBudget(m, v, budget)
+			h.dispatchedRan(v)
 		}
 	})
+}
+
+// dispatchedRan fails unless a completed job shows the prediction for the
+// plan that ran (dispatched): that plan's name, and its device peak, which
+// is exact.
+func (h *harness) dispatchedRan(v videoJSON) {
+	h.t.Helper()
+	d := v.Dispatched
+	switch {
+	case d == nil:
+		h.t.Fatalf("job %s: no dispatched prediction", v.ID)
+	case d.Plan != v.Measured.Plan:
+		h.t.Errorf("job %s: dispatched prediction for %s, but %s ran", v.ID, d.Plan, v.Measured.Plan)
+	case d.DeviceBytes != v.Measured.DeviceBytes:
+		h.t.Errorf("job %s: device peak %d, dispatched prediction %d", v.ID, v.Measured.DeviceBytes, d.DeviceBytes)
+	case d.Seconds <= 0:
+		h.t.Errorf("job %s: dispatched prediction of %g s", v.ID, d.Seconds)
+	}
 }
 
 // mustSpec is a request body's spec.

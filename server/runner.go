@@ -130,7 +130,21 @@ func (r *jobRun) report(phase queue.Phase, done, total int) {
 	r.phase, r.prog = phase, p
 	r.mu.Unlock()
 	r.s.events.publish(r.id, "progress", eventData{ID: r.id, Status: string(queue.StatusInProgress), Phase: string(phase), Progress: p, Done: done, Total: total})
-	err := r.s.q.Progress(r.s.ctx, r.lease, queue.Update{Phase: phase, Progress: p})
+	r.heard(r.s.q.Progress(r.s.ctx, r.lease, queue.Update{Phase: phase, Progress: p}))
+}
+
+// dispatched records the prediction for the plan the job runs, chosen at
+// dispatch (Job.Dispatched).
+func (r *jobRun) dispatched(p queue.Peaks) {
+	r.mu.Lock()
+	phase, prog := r.phase, r.prog
+	r.mu.Unlock()
+	r.heard(r.s.q.Progress(r.s.ctx, r.lease, queue.Update{Phase: phase, Progress: prog, Dispatched: &p}))
+}
+
+// heard acts on the queue's answer to a progress record: a cancel request
+// or a lost lease stops the job.
+func (r *jobRun) heard(err error) {
 	if errors.Is(err, queue.ErrCancelled) {
 		r.cancel(errCancelRequested)
 	} else if errors.Is(err, queue.ErrLeaseLost) {
@@ -226,6 +240,9 @@ func (s *Server) runJob(j queue.Job, l queue.Lease) {
 		s.finish(run, queue.StatusFailed, &queue.JobError{Code: code, Message: err.Error()}, queue.Peaks{})
 		return
 	}
+	d := predictedPeaks(pred)
+	d.Plan = planLabel(m.rt.Plan) // a kept runtime's prediction does not name it
+	run.dispatched(d)
 	outs, measured, runErr := s.generate(ctx, run, m, sp, pred)
 	measured.Seconds = time.Since(start).Seconds()
 	if measured.Plan == "" {

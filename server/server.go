@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"ferry/hwprofile"
+	"ferry/planner"
 	"ferry/server/queue"
 )
 
@@ -268,6 +269,7 @@ type videoJSON struct {
 	Error         *jobError    `json:"error"`
 	QueuePosition *int         `json:"queue_position,omitempty"`
 	Predicted     queue.Peaks  `json:"predicted"`
+	Dispatched    *queue.Peaks `json:"dispatched,omitempty"`
 	Measured      *queue.Peaks `json:"measured,omitempty"`
 	Attempts      int          `json:"attempts"`
 	Outputs       []string     `json:"outputs,omitempty"`
@@ -278,12 +280,19 @@ type videoJSON struct {
 	LoRA2 []loraRef `json:"lora_2,omitempty"`
 }
 
+// predictedPeaks is what a job shows of a prediction: peaks, seconds, the
+// plan and its load time.
+func predictedPeaks(pred planner.Prediction) queue.Peaks {
+	return queue.Peaks{DeviceBytes: pred.PeakDeviceReservedBytes, HostBytes: pred.PeakHostBytes, Seconds: pred.TotalS,
+		Plan: pred.Plan, LoadSeconds: pred.LoadS}
+}
+
 func (s *Server) video(j queue.Job) videoJSON {
 	var sp spec
 	json.Unmarshal(j.Request, &sp)
 	v := videoJSON{ID: j.ID, Object: "video", Model: j.Model, Status: j.Status, Phase: j.Phase, Progress: j.Progress,
 		CreatedAt: j.CreatedAt.Unix(), Size: fmt.Sprintf("%dx%d", sp.Width, sp.Height), NumFrames: sp.Frames,
-		Prompt: sp.Prompt, Predicted: j.Predicted, Attempts: j.Attempts, Outputs: j.Outputs, CancelPending: j.CancelRequested,
+		Prompt: sp.Prompt, Predicted: j.Predicted, Dispatched: j.Dispatched, Attempts: j.Attempts, Outputs: j.Outputs, CancelPending: j.CancelRequested,
 		LoRA: sp.LoRAs, LoRA2: sp.LoRAs2}
 	if sp.FPS > 0 {
 		v.Seconds = strconv.FormatFloat(float64(sp.Frames)/sp.FPS, 'f', 2, 64)
@@ -342,8 +351,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, _ := json.Marshal(sp)
 	j := queue.Job{ID: newID(), Model: sp.Model, Request: raw,
-		Predicted: queue.Peaks{DeviceBytes: pred.PeakDeviceReservedBytes, HostBytes: pred.PeakHostBytes, Seconds: pred.TotalS,
-			Plan: pred.Plan, LoadSeconds: pred.LoadS}}
+		Predicted: predictedPeaks(pred)}
 	j, _, err = s.q.Submit(r.Context(), j)
 	if errors.Is(err, queue.ErrQueueFull) {
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter()))

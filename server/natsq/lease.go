@@ -198,6 +198,7 @@ func claim(j *queue.Job, worker string) {
 	j.Phase = queue.PhaseLoading
 	j.Progress = 0
 	j.Attempts++
+	j.Dispatched = nil // this run's dispatch sets it again
 	j.Worker = worker
 	j.StartedAt = time.Now().UTC()
 	j.Error = nil
@@ -293,7 +294,7 @@ func (q *Queue) Progress(ctx context.Context, l queue.Lease, u queue.Update) err
 		ls.acked = now
 	}
 	phaseChanged := u.Phase != "" && u.Phase != ls.job.Phase
-	if !phaseChanged && now.Sub(ls.written) < q.cfg.ProgressEvery {
+	if !phaseChanged && u.Dispatched == nil && now.Sub(ls.written) < q.cfg.ProgressEvery {
 		return q.checkView(ls, l)
 	}
 	j, err := q.writeLease(ctx, ls, l, func(j *queue.Job) {
@@ -303,6 +304,10 @@ func (q *Queue) Progress(ctx context.Context, l queue.Lease, u queue.Update) err
 		}
 		if u.Measured != nil {
 			j.Measured = *u.Measured
+		}
+		if u.Dispatched != nil {
+			d := *u.Dispatched
+			j.Dispatched = &d
 		}
 	})
 	if err != nil {

@@ -74,6 +74,14 @@ func TestStateTransitions(t *testing.T) {
 	if got := want(ids[0], queue.StatusInProgress, queue.PhaseDenoise); got.Progress != 40 || got.Measured != measured {
 		t.Fatalf("progress state: %+v", got)
 	}
+	// The dispatched prediction is written at once, though the phase stays.
+	d := queue.Peaks{Plan: "auto: x", Seconds: 3}
+	if err := q.Progress(ctx, l, queue.Update{Phase: queue.PhaseDenoise, Progress: 41, Dispatched: &d}); err != nil {
+		t.Fatal(err)
+	}
+	if got := want(ids[0], queue.StatusInProgress, queue.PhaseDenoise); got.Dispatched == nil || *got.Dispatched != d {
+		t.Fatalf("dispatched prediction: %+v, want %+v", got.Dispatched, d)
+	}
 	if err := q.PutOutput(ctx, ids[0], "video", []byte("partial")); err != nil {
 		t.Fatal(err)
 	}

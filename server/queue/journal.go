@@ -242,6 +242,7 @@ func (q *Journal) Lease(_ context.Context, b Budget) (Job, Lease, error) {
 		n.Phase = PhaseLoading
 		n.Progress = 0
 		n.Attempts++
+		n.Dispatched = nil // this run's dispatch sets it again
 		n.Worker = b.Worker
 		n.StartedAt = time.Now().UTC()
 		if err := q.commit(n); err != nil {
@@ -279,11 +280,15 @@ func (q *Journal) Progress(_ context.Context, l Lease, u Update) error {
 	if u.Measured != nil {
 		n.Measured = *u.Measured
 	}
+	if u.Dispatched != nil {
+		d := *u.Dispatched
+		n.Dispatched = &d
+	}
 	phaseChanged := u.Phase != "" && u.Phase != j.Phase
 	if u.Phase != "" {
 		n.Phase = u.Phase
 	}
-	if phaseChanged {
+	if phaseChanged || u.Dispatched != nil {
 		if err := q.commit(n); err != nil {
 			return err
 		}

@@ -120,8 +120,16 @@ func TestJournalReplay(t *testing.T) {
 	q, _ := OpenJournal(dir, 0)
 	submit(t, q, "a")
 	submit(t, q, "b")
-	q.Lease(ctx, Budget{})
+	_, l, _ := q.Lease(ctx, Budget{})
+	if err := q.Progress(ctx, l, Update{Phase: PhaseText, Dispatched: &Peaks{Plan: "auto: x", Seconds: 2}}); err != nil {
+		t.Fatal(err)
+	}
 	q.PutOutput(ctx, "a", "video", []byte("half"))
+	q.Close()
+	q, _ = OpenJournal(dir, 0)
+	if a, _ := q.Get(ctx, "a"); a.Dispatched == nil || a.Dispatched.Plan != "auto: x" {
+		t.Fatalf("the dispatched prediction was not journaled: %+v", a.Dispatched)
+	}
 	q.Close()
 	f, _ := os.OpenFile(filepath.Join(dir, journalName), os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(`{"job":{"id":"torn","sta`)
@@ -153,8 +161,8 @@ func TestJournalReplay(t *testing.T) {
 			t.Fatalf("restart %d: a is %s", run, a.Status)
 		}
 		j, _, err := q.Lease(ctx, Budget{})
-		if err != nil || j.ID != "a" || j.Attempts != run+1 {
-			t.Fatalf("restart %d: leased %+v %v", run, j, err)
+		if err != nil || j.ID != "a" || j.Attempts != run+1 || j.Dispatched != nil {
+			t.Fatalf("restart %d: leased %+v %v (a new run has no dispatched prediction yet)", run, j, err)
 		}
 		q.Close() // dies again while a runs
 	}

@@ -103,13 +103,17 @@ type Job struct {
 	Progress  float64   `json:"progress"`
 	Error     *JobError `json:"error,omitempty"`
 	Predicted Peaks     `json:"predicted"`
-	Measured  Peaks     `json:"measured"`
-	Attempts  int       `json:"attempts"`
-	Worker    string    `json:"worker,omitempty"`
-	Outputs   []string  `json:"outputs,omitempty"` // variant names stored
-	CreatedAt time.Time `json:"created_at"`
-	StartedAt time.Time `json:"started_at,omitempty"`
-	EndedAt   time.Time `json:"ended_at,omitempty"`
+	// Dispatched is the prediction for the plan the job runs, chosen
+	// again at dispatch against what other models hold then (Predicted is
+	// admission's, against the whole budget); nil until then.
+	Dispatched *Peaks    `json:"dispatched,omitempty"`
+	Measured   Peaks     `json:"measured"`
+	Attempts   int       `json:"attempts"`
+	Worker     string    `json:"worker,omitempty"`
+	Outputs    []string  `json:"outputs,omitempty"` // variant names stored
+	CreatedAt  time.Time `json:"created_at"`
+	StartedAt  time.Time `json:"started_at,omitempty"`
+	EndedAt    time.Time `json:"ended_at,omitempty"`
 	// CancelRequested is set by Cancel on a running job; the worker
 	// holding the lease sees it on its next Progress call.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
@@ -141,6 +145,9 @@ type Update struct {
 	Phase    Phase
 	Progress float64
 	Measured *Peaks // optional: the peaks so far
+	// Dispatched (optional) is the prediction for the plan chosen at
+	// dispatch (Job.Dispatched); it is journaled as a phase change is.
+	Dispatched *Peaks
 }
 
 // Page selects a slice of the job list, newest first.
