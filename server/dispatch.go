@@ -119,10 +119,15 @@ func (ms *models) register(m *model, rt *pipeline.Runtime, plan *residency.Plan,
 
 // planLabel names a plan and where it puts each component, e.g. "auto:
 // text_encoder=resident transformer=stream(host,k=1) vae=resident": the
-// name alone ("auto") does not say which plan ran.
+// name alone ("auto") does not say which plan ran. A component the plan
+// does not list is resident; a plan that lists none is "NAME: all
+// resident".
 func planLabel(p *residency.Plan) string {
 	if p == nil {
 		return ""
+	}
+	if len(p.Components) == 0 {
+		return p.Name + ": all resident"
 	}
 	names := make([]string, 0, len(p.Components))
 	for n := range p.Components {

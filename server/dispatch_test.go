@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"ferry/residency"
 	"ferry/server/queue"
 )
 
@@ -130,4 +131,22 @@ func mustSpec(t *testing.T, body string) (spec, error) {
 		return spec{}, err
 	}
 	return r.toSpec()
+}
+
+func TestPlanLabel(t *testing.T) {
+	for _, c := range []struct {
+		plan *residency.Plan
+		want string
+	}{
+		{nil, ""},
+		{&residency.Plan{Name: "auto"}, "auto: all resident"},
+		{&residency.Plan{Name: "auto", Components: map[string]residency.ComponentPlan{
+			"vae":         {Placement: residency.Resident},
+			"transformer": {Placement: residency.Stream, Tier: residency.TierDisk, Prefetch: 1, Persistent: 2},
+		}}, "auto: transformer=stream(disk,k=1,n=2) vae=resident"},
+	} {
+		if got := planLabel(c.plan); got != c.want {
+			t.Errorf("planLabel: %q, want %q", got, c.want)
+		}
+	}
 }
