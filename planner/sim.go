@@ -378,10 +378,10 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 // readTime is the time to read a block from its checkpoint at time at:
 // the disk's or the page cache's, and apart from it the first touch of the
 // page cache the read fills (fillTime), which takes the cores as other
-// first touches do. The first read finds the share of the component's unread bytes the page
-// cache still holds and leaves the block there, so the second (disk tier)
-// finds it unless the run's memory has evicted it since; later reads find
-// nothing. From its second load on, the executor drops a disk-tier block's
+// first touches do. The first read finds the share of the component's
+// unread bytes the page cache still holds and leaves the block there, so
+// the second (disk tier) finds it unless the run's memory has evicted it
+// since; later reads find nothing. From its second load on, the executor drops a disk-tier block's
 // pages after reading them, and the kernel has that memory free, warm.
 func (s *sim) readTime(x *simBlock, at float64) (read, fill float64) {
 	raw := x.rawBytes
