@@ -888,3 +888,36 @@ func TestSearchRepeatedPlansForWarmRequests(t *testing.T) {
 	t.Logf("cold plan %s: %.1fs cold, %.1fs warm; warm plan %s: %.1fs cold, %.1fs warm",
 		describe(coldPlan), cold.TotalS, coldAsWarm.cost(), describe(warmPlan), warm.TotalS, warm.cost())
 }
+
+// TestSoloEstimateForWarmRequests: for a server (Request.Repeated) the
+// search's per-component estimates are a warm job's, less what loading the
+// option's kept weights costs, so that the candidates verified first are
+// the warm objective's, not the cold one's.
+func TestSoloEstimateForWarmRequests(t *testing.T) {
+	p, hw := mustBuiltin(t, "wan2.1-t2v-1.3b"), hwprofile.Default()
+	req := Request{Batch: 1, Frames: 17, Height: 256, Width: 256, TextLen: 512, Steps: 4, Guidance: 5}.normalized()
+	resident := residency.ComponentPlan{Placement: residency.Resident}
+	cold := &searcher{p: p, hw: hw, req: req}
+	c, err := cold.soloRun(TextEncoder, 0, resident, residency.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Repeated = true
+	warm := &searcher{p: p, hw: hw, req: req}
+	w, err := warm.soloRun(TextEncoder, 0, resident, residency.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := residency.Uniform("", offPlan, TextEncoder, Transformer, VAE)
+	plan.Components[TextEncoder] = resident
+	pred, err := Predict(p, hw, plan, req, Budgets{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pred.LoadS <= 0 {
+		t.Fatalf("a resident text encoder loads nothing: %.3gs", pred.LoadS)
+	}
+	if want := max(0, c.seconds-pred.LoadS); math.Abs(w.seconds-want) > 1e-9 {
+		t.Errorf("warm estimate %.4gs, want the cold %.4gs less the load %.4gs", w.seconds, c.seconds, pred.LoadS)
+	}
+}

@@ -53,7 +53,7 @@ const pinPlan = `"plan":"{\"name\":\"pin\",\"components\":{\"transformer\":{\"pl
 // must run a smaller plan than admission chose.
 func TestDispatchReplans(t *testing.T) {
 	dir := twoModels(t)
-	const budget = 9 << 20
+	const budget = 7 << 20
 	bodyA := strings.Replace(tiny(pinPlan), "wan-tiny", "tiny-a", 1)
 
 	t.Run("pinned", func(t *testing.T) {
