@@ -41,20 +41,17 @@ func (h *harness) withinBudget(model string, v videoJSON, budget int64) {
 	}
 }
 
-// pinPlan keeps tiny-a's transformer on the device between jobs (the rest
-// computes on the host), so that it holds device memory while idle.
-const pinPlan = `"plan":"{\"name\":\"pin\",\"components\":{\"transformer\":{\"placement\":\"resident\"},` +
-	`\"text_encoder\":{\"placement\":\"host\"},\"vae\":{\"placement\":\"host\"}}}"`
-
 // At dispatch the plan is chosen again against what is resident: with
-// tiny-a's transformer resident, tiny-b's dispatch either takes a plan
-// that fits in what is left or demotes tiny-a, and the device budget is
-// never exceeded. With tiny-a in use (nothing can be demoted), tiny-b
-// must run a smaller plan than admission chose.
+// tiny-a's weights resident (all of them, 11.9 MiB, so that whatever plan
+// admission picks for tiny-b does not fit beside them on any CPU's
+// figures), tiny-b's dispatch either takes a plan that fits in what is
+// left or demotes tiny-a, and the device budget is never exceeded. With
+// tiny-a in use (nothing can be demoted), tiny-b must run a smaller plan
+// than admission chose.
 func TestDispatchReplans(t *testing.T) {
 	dir := twoModels(t)
-	const budget = 7 << 20
-	bodyA := strings.Replace(tiny(pinPlan), "wan-tiny", "tiny-a", 1)
+	const budget = 18 << 20
+	bodyA := strings.Replace(tiny(`"plan":"resident"`), "wan-tiny", "tiny-a", 1)
 
 	t.Run("pinned", func(t *testing.T) {
 		h := start(t, Config{Models: []string{dir}, KeepAlive: -1, DeviceBytes: budget})
