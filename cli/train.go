@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -235,13 +236,12 @@ func openTransformer(dir string) (wan.Config, *checkpoint.Set, error) {
 	if _, err := os.Stat(filepath.Join(dir, checkpoint.ModelIndexName)); err == nil {
 		dir = filepath.Join(dir, "transformer")
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
+	cfg, err := wan.ReadConfig(dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return wan.Config{}, nil, userf("--model: %s has no config.json (give a Wan pipeline folder or its transformer folder)", dir)
 	}
-	cfg, err := wan.ParseConfig(raw)
 	if err != nil {
-		return wan.Config{}, nil, userf("--model %s: %v", dir, err)
+		return wan.Config{}, nil, userf("--model %v", err)
 	}
 	set, err := checkpoint.OpenSet(dir)
 	if err != nil {

@@ -1,7 +1,6 @@
 package lora_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -43,11 +42,7 @@ func open(t *testing.T, path string) *checkpoint.Set {
 // the one ferry runs with, and compares with diffusers' lora_sample. The
 // same pass without the adapters must miss it: the LoRA is what matches.
 func TestLoRASampleMatchesGolden(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(goldenDir, "model", "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := wan.ParseConfig(raw)
+	cfg, err := wan.ReadConfig(filepath.Join(goldenDir, "model"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -225,11 +225,7 @@ func TestReadGoldenInit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(trainGolden, "model", "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := wan.ParseConfig(raw)
+	cfg, err := wan.ReadConfig(filepath.Join(trainGolden, "model"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package train
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,11 +52,7 @@ func goldenBatch(t *testing.T) *Batch {
 // and checks, when the test ends, that closing it released everything.
 func goldenNet(t *testing.T, opt WanOptions) *WanNet {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(goldenDir, "model", "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := wan.ParseConfig(raw)
+	cfg, err := wan.ReadConfig(filepath.Join(goldenDir, "model"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,7 @@ import (
 // seed, on every default target of the transformer in the folder model.
 func Adapters(t testing.TB, model string, seed uint64) []lora.Adapter {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(model, "transformer", "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := wan.ParseConfig(raw)
+	cfg, err := wan.ReadConfig(filepath.Join(model, "transformer"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 )
 
 // QKNormAcrossHeads is the qk_norm Wan 2.1 checkpoints name: RMSNorm over
@@ -108,6 +110,19 @@ func ConfigTI2V5B() Config {
 }
 
 func ptrTo(v int) *int { return &v }
+
+// ReadConfig reads and parses dir/config.json (a transformer folder's).
+func ReadConfig(dir string) (Config, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return Config{}, err
+	}
+	c, err := ParseConfig(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", dir, err)
+	}
+	return c, nil
+}
 
 // ParseConfig reads a config.json, fills missing keys with the reference's
 // constructor defaults and validates the result.

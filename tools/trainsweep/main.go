@@ -299,11 +299,7 @@ func transformerDir(dir string) string {
 }
 
 func readConfig(dir string) (wan.Config, error) {
-	raw, err := os.ReadFile(filepath.Join(transformerDir(dir), "config.json"))
-	if err != nil {
-		return wan.Config{}, err
-	}
-	return wan.ParseConfig(raw)
+	return wan.ReadConfig(transformerDir(dir))
 }
 
 // request is the training request of one sample (the batch is searched).
