@@ -921,3 +921,32 @@ func TestSoloEstimateForWarmRequests(t *testing.T) {
 		t.Errorf("warm estimate %.4gs, want the cold %.4gs less the load %.4gs", w.seconds, c.seconds, pred.LoadS)
 	}
 }
+
+// TestLoadSecondsOfHostCopies: a warm request does not pay the checkpoint
+// read that filled a component's host-tier copies (read once, at the
+// disk's rate here), nor a resident component's whole copy; it still pays
+// the uploads from the host copies.
+func TestLoadSecondsOfHostCopies(t *testing.T) {
+	p, hw := mustBuiltin(t, "wan-tiny"), hwprofile.Default()
+	hw.DiskGBps, hw.DiskSustainedGBps = 0.5, 0
+	plan := residency.Uniform("", residency.ComponentPlan{Placement: residency.Resident}, TextEncoder, VAE)
+	plan.Components[Transformer] = residency.ComponentPlan{Placement: residency.Onload, Tier: residency.TierHost}
+	pred, err := Predict(p, hw, plan, requestFor("wan-tiny"), Budgets{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0.0
+	for _, c := range pred.Components {
+		if c.Name == Transformer {
+			want += float64(c.StoredBytes) / 0.5e9 // uncached: the disk
+			if c.CopyS <= c.ReadS {
+				t.Errorf("transformer: copies %.4gs, the read alone %.4gs: the uploads are missing", c.CopyS, c.ReadS)
+			}
+		} else {
+			want += c.CopyS
+		}
+	}
+	if math.Abs(pred.LoadS-want) > 1e-9*want {
+		t.Errorf("load %.6gs, want %.6gs", pred.LoadS, want)
+	}
+}

@@ -97,9 +97,12 @@ type ComponentPrediction struct {
 	ComputeS     float64             `json:"compute_s"`
 	StallS       float64             `json:"stall_s"`
 	CopyS        float64             `json:"copy_s"`
-	Loads        int                 `json:"loads"`
-	BytesCopied  int64               `json:"bytes_copied"`
-	BytesDisk    int64               `json:"bytes_read_disk"`
+	// ReadS is the part of CopyS spent reading the checkpoint (disk and
+	// page cache, not the first touch of the pages it fills).
+	ReadS       float64 `json:"read_s"`
+	Loads       int     `json:"loads"`
+	BytesCopied int64   `json:"bytes_copied"`
+	BytesDisk   int64   `json:"bytes_read_disk"`
 }
 
 // Safety margins: a plan fits when its simulated peaks stay this far below
@@ -140,7 +143,7 @@ func Predict(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request
 	if err != nil {
 		return Prediction{}, err
 	}
-	pred.LoadS = loadSeconds(pred, hw)
+	pred.LoadS = loadSeconds(pred)
 	pred.Fits, pred.Problem = true, ""
 	if pred.Problem = pred.overBudget(); pred.Problem != "" {
 		pred.Fits = false
@@ -654,7 +657,7 @@ func (pl *pipelineSim) fill(pred *Prediction) {
 			Name: cs.name, Placement: cs.plan.Placement, Blocks: len(cs.blocks),
 			DeviceBytes: prof.DeviceBytes(pl.p.Compute), StoredBytes: prof.StoredBytes(), Cached: prof.Cached,
 			ComputeS: st.compute + pen, StallS: st.stall, CopyS: st.copy, Loads: st.loads,
-			BytesCopied: st.bytesCopied, BytesDisk: st.bytesDisk,
+			ReadS: st.read, BytesCopied: st.bytesCopied, BytesDisk: st.bytesDisk,
 		}
 		for _, b := range cs.blocks {
 			cp.LargestBlock = max(cp.LargestBlock, b.devBytes)
@@ -714,25 +717,20 @@ func (pl *pipelineSim) heapBytes() int64 {
 
 // loadSeconds is Prediction.LoadS: for resident and host-placed components
 // their whole copy (read, conversion, upload), for components that move
-// from host-tier copies the checkpoint read that fills those copies, at
-// the disk and page-cache rates for the uncached and cached parts. The
-// first touch of the copies' pages is left out: a server that demoted
-// another model moments before gets them at the warm-page price (790 MB
-// onloaded in 1.1 s in all there, where the fresh price alone is 1.6 s).
-func loadSeconds(p Prediction, hw hwprofile.Profile) float64 {
+// from host-tier copies the checkpoint read that fills those copies, as
+// the simulation priced it (ReadS: only those reads, the copies being
+// read once). The first touch of the copies' pages is left out: a server
+// that demoted another model moments before gets them at the warm-page
+// price (790 MB onloaded in 1.1 s in all there, where the fresh price
+// alone is 1.6 s).
+func loadSeconds(p Prediction) float64 {
 	var s float64
 	for _, c := range p.Components {
 		switch {
 		case c.Placement == residency.Resident || c.Placement == residency.Host:
 			s += c.CopyS
 		case c.Tier != residency.TierDisk:
-			b := float64(c.StoredBytes)
-			if p.DiskGBps > 0 {
-				s += b * (1 - c.Cached) / (p.DiskGBps * 1e9)
-			}
-			if hw.PageCacheGBps > 0 {
-				s += b * c.Cached / (hw.PageCacheGBps * 1e9)
-			}
+			s += c.ReadS
 		}
 	}
 	return s

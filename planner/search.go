@@ -160,7 +160,7 @@ func (sr *searcher) soloRun(comp string, phase int, c residency.ComponentPlan, r
 		// Ranked as the final choice is (Prediction.cost): a kept runtime
 		// does not load what the option keeps again. (The others are off,
 		// on the disk tier: they load nothing.)
-		s.seconds = max(0, s.seconds-loadSeconds(pred, sr.hw))
+		s.seconds = max(0, s.seconds-loadSeconds(pred))
 	}
 	s.kept, s.hostKept = sr.kept(comp, c)
 	return s, nil
