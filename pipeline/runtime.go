@@ -203,6 +203,15 @@ func (rt *Runtime) NewRequest() {
 	}
 }
 
+// Idle gives back what a runtime kept between requests holds beyond its
+// resident weights: the read staging buffer and the allocators' cached
+// segments, so that its reserved bytes are weights another job can demote.
+func (rt *Runtime) Idle() {
+	rt.Exec.ReleaseStaging()
+	rt.Device.EmptyCache()
+	rt.Host.EmptyCache()
+}
+
 // Close releases the executor and every byte of the devices.
 func (rt *Runtime) Close() {
 	if rt.stopRSS != nil {

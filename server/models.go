@@ -315,7 +315,9 @@ func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 // predictWith predicts a spec under an existing plan.
 func (ms *models) predictWith(m *model, s spec, b pipeline.Budget, plan *residency.Plan) (planner.Prediction, error) {
 	prof, hw, req := ms.planInputs(m, s)
-	return planner.Predict(&prof, hw, plan, req, plannerBudgets(b))
+	pred, err := planner.Predict(&prof, hw, plan, req, plannerBudgets(b))
+	pred.Plan = planLabel(plan)
+	return pred, err
 }
 
 // planInputs are what the planner needs for a spec on m: the model's
@@ -356,9 +358,7 @@ func (ms *models) release(m *model, failed bool, keep *time.Duration, jobS float
 			if failed {
 				sh.rt.Exec.Done(wan.TextEncoder)
 			}
-			sh.rt.Exec.ReleaseStaging()
-			sh.rt.Device.EmptyCache()
-			sh.rt.Host.EmptyCache()
+			sh.rt.Idle()
 		}
 	}
 	if m.rt == nil {
@@ -374,9 +374,7 @@ func (ms *models) release(m *model, failed bool, keep *time.Duration, jobS float
 			return
 		}
 	}
-	m.rt.Exec.ReleaseStaging()
-	m.rt.Device.EmptyCache()
-	m.rt.Host.EmptyCache()
+	m.rt.Idle()
 	if !failed {
 		if m.coldS == 0 {
 			m.coldS = jobS

@@ -240,14 +240,9 @@ func (s *Server) runJob(j queue.Job, l queue.Lease) {
 		s.finish(run, queue.StatusFailed, &queue.JobError{Code: code, Message: err.Error()}, queue.Peaks{})
 		return
 	}
-	d := predictedPeaks(pred)
-	d.Plan = planLabel(m.rt.Plan) // a kept runtime's prediction does not name it
-	run.dispatched(d)
+	run.dispatched(predictedPeaks(pred))
 	outs, measured, runErr := s.generate(ctx, run, m, sp, pred)
 	measured.Seconds = time.Since(start).Seconds()
-	if measured.Plan == "" {
-		measured.Plan = pred.Plan
-	}
 	cause := context.Cause(ctx)
 	s.models.release(m, runErr != nil, sp.KeepAlive, measured.Seconds)
 	switch {
