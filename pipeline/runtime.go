@@ -185,7 +185,8 @@ func (rt *Runtime) Step(i int) func() {
 // NewRequest readies a runtime kept across requests (a server's resident
 // model) for the next one, so that Measure, the trace and the chart hold
 // that request alone: the clock, phase and step times, copy figures and
-// peaks start again (the executor's own counters run on), and the memory counters from what stays resident.
+// peaks start again (the executor's own counters run on), and the trace's
+// memory counters start from what stays resident.
 func (rt *Runtime) NewRequest() {
 	rt.start = time.Now()
 	rt.steps = nil

@@ -68,8 +68,8 @@ type Peaks struct {
 	HostBytes   int64   `json:"host_bytes"`
 	Seconds     float64 `json:"seconds"`
 	// Plan names the residency plan: predicted at admission (against the
-	// whole budget), measured the one that ran (chosen again at dispatch
-	// against what was resident then).
+	// whole budget); dispatched and measured, the one that ran (chosen
+	// again at dispatch against what was resident then).
 	Plan string `json:"plan,omitempty"`
 	// LoadSeconds (predicted) is what loading the weights the plan keeps
 	// resident costs a job that finds none of them loaded: what a warm job
