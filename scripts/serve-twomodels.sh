@@ -16,7 +16,7 @@
 # device copy to its host copy and a model's second request reloads from
 # there instead of the checkpoint.
 # The checkpoints are dropped from the page cache first (cold start).
-#   scripts/serve-twomodels.sh     (LAYERS=8 DEV=1GiB HOST=4GiB PLAN=onload; VERBOSE=1 prints each job's report)
+#   scripts/serve-twomodels.sh     (LAYERS=8 DEV=1GiB HOST=4GiB PLAN=onload COOL=20; VERBOSE=1 prints each job's report)
 source "$(dirname "$0")/serve-lib.sh"
 LAYERS=${LAYERS:-8} DEV=${DEV:-1GiB} HOST=${HOST:-4GiB} PLAN=${PLAN:-onload}
 for i in 1 2; do
@@ -24,7 +24,15 @@ for i in 1 2; do
 done
 # A cold start: the checkpoints leave the page cache (GNU dd's nocache
 # advice, for these files only), so a first request reads them from disk.
+# The advice drops clean pages only: the files just written are flushed
+# first.
+sync
 for f in "$WORK"/models/mid-*/*/*.safetensors; do dd if="$f" iflag=nocache count=0 status=none; done
+# Memory freed moments ago is cheap to fill again on this VM (the
+# planner's fillWarmLife, 12 s); a cold start on a machine that has not
+# read these files lately has neither the files cached nor that memory
+# warm. COOL seconds (default 20; 0 to skip) pass before the server starts.
+sleep "${COOL:-20}"
 start_server --keep-alive -1 --device-mem "$DEV" --host-mem "$HOST"
 budget=$(curl -sf "$URL/v1/residency" | jq .budgets.device_bytes)
 
