@@ -106,13 +106,11 @@ func (ms *models) reloadCost(m *model, shortDev, shortHost int64) float64 {
 	return s
 }
 
-// register declares m's components with its new runtime; a shared text
-// encoder is held by its own runtime instead (shared.go).
+// register declares m's components with its new runtime; shared
+// components are held by their own runtimes instead (shared.go).
 func (ms *models) register(m *model, rt *pipeline.Runtime, plan *residency.Plan, b pipeline.Budget, dt dtype.DType) error {
-	if m.shared != nil {
-		if err := ms.holdShared(m, plan, b, dt); err != nil {
-			return err
-		}
+	if err := ms.holdShared(m, plan, b, dt); err != nil {
+		return err
 	}
 	return m.runPipe.Register(rt.Exec)
 }

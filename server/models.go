@@ -39,7 +39,7 @@ type model struct {
 	rtKey    string // dtype and budgets the runtime was built for
 	planSpec string // the plan the request that built it asked for
 	ctx      *switchCtx
-	shared   *sharedText // a text encoder held once for several models, or nil
+	shared   []*sharedComp // components held once for several models
 	inUse    bool
 	keep     time.Duration // after the last job; negative: forever
 	expires  time.Time     // zero: no expiry (forever, or not resident)
@@ -59,7 +59,7 @@ type models struct {
 	evictions   int64
 	hw          hwprofile.Profile
 	loraRoots   []string // where request LoRA names resolve (lora.go)
-	shared      []*sharedText
+	shared      []*sharedComp
 }
 
 // findModels lists pipeline folders: each dir is one (it holds
@@ -253,12 +253,14 @@ func (ms *models) acquire(sp *spec) (*model, planner.Prediction, error) {
 		return nil, planner.Prediction{}, err
 	}
 	s := *sp
-	if sh := m.shared; sh != nil {
+	for _, sh := range m.shared {
 		sh.user = m // not a victim, nor closed with m's old runtime
 	}
 	m2, pred, err := ms.ready(m, s)
-	if err != nil && m.shared != nil {
-		m.shared.user = nil
+	if err != nil {
+		for _, sh := range m.shared {
+			sh.user = nil
+		}
 	}
 	return m2, pred, err
 }
@@ -298,10 +300,8 @@ func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 		if err := ms.makeRoom(m, pred.PeakDeviceReservedBytes, pred.PeakHostBytes); err != nil {
 			return nil, pred, err
 		}
-		if m.shared != nil {
-			if err := ms.holdShared(m, m.rt.Plan, b, dt); err != nil {
-				return nil, pred, err
-			}
+		if err := ms.holdShared(m, m.rt.Plan, b, dt); err != nil {
+			return nil, pred, err
 		}
 	}
 	m.warm = reuse
@@ -352,11 +352,11 @@ func (ms *models) release(m *model, failed bool, keep *time.Duration, jobS float
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	m.inUse = false
-	if sh := m.shared; sh != nil {
+	for _, sh := range m.shared {
 		sh.user = nil
 		if sh.rt != nil {
 			if failed {
-				sh.rt.Exec.Done(wan.TextEncoder)
+				sh.rt.Exec.Done(sh.component)
 			}
 			sh.rt.Idle()
 		}
@@ -434,7 +434,7 @@ func (m *model) hostBytes() int64 {
 }
 
 // residentBytes sums every model's and shared component's reserved
-// bytes, but for skip's own (its shared encoder is part of its plan).
+// bytes, but for skip's own (its shared components are part of its plan).
 func (ms *models) residentBytes(skip *model) (dev, host int64) {
 	for _, o := range ms.byName {
 		if o != skip {
@@ -443,7 +443,7 @@ func (ms *models) residentBytes(skip *model) (dev, host int64) {
 		}
 	}
 	for _, sh := range ms.shared {
-		if skip == nil || sh != skip.shared {
+		if skip == nil || !skip.sharesWith(sh) {
 			dev += sh.deviceBytes()
 			host += sh.hostBytes()
 		}
@@ -495,7 +495,7 @@ func (ms *models) victims(m *model, device bool) []victim {
 		}
 	}
 	for _, sh := range ms.shared {
-		if sh != m.shared && sh.user == nil && sh.rt != nil {
+		if !m.sharesWith(sh) && sh.user == nil && sh.rt != nil {
 			vs = ms.blockVictims(vs, sh.rt, func() { ms.closeShared(sh) }, device)
 		}
 	}

@@ -335,13 +335,21 @@ type output struct {
 // outputs in memory; nothing is stored yet.
 func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, pred planner.Prediction) ([]output, queue.Peaks, error) {
 	rt := m.rt
-	// A shared text encoder runs on its own runtime: its blocks report
-	// progress and honour cancel through its context as m's do.
+	// Shared components run on their own runtimes: their blocks report
+	// progress and honour cancel through their contexts as m's do.
 	textRT := rt
-	if st := m.runPipe.SharedText; st != nil {
-		textRT = st.Runtime
-		m.shared.ctx.use(ctx, run.onBlock)
-		defer m.shared.ctx.use(nil, nil)
+	var others []*pipeline.Runtime
+	for _, sh := range m.shared {
+		st := m.runPipe.Shared[sh.component]
+		if st == nil {
+			continue
+		}
+		sh.ctx.use(ctx, run.onBlock)
+		defer sh.ctx.use(nil, nil)
+		others = append(others, st.Runtime)
+		if sh.component == wan.TextEncoder {
+			textRT = st.Runtime
+		}
 	}
 	run.blocks = textRT.Exec.Blocks(wan.TextEncoder)
 	m.ctx.use(ctx, run.onBlock)
@@ -352,20 +360,20 @@ func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, p
 		m.runPipe.OnStep, m.runPipe.OnFrame = nil, nil
 	}()
 	rt.NewRequest()
-	if textRT != rt {
-		textRT.NewRequest()
+	for _, o := range others {
+		o.NewRequest()
 	}
 	req := wanRequest(sp)
 	out, err := m.runPipe.Generate(rt, req, false)
 	job := rt.Measure()
 	// Reserved, as predicted: what the device budget caps. A shared
-	// encoder's peak adds to m's (an upper bound of their joint peak).
+	// component's peak adds to m's (an upper bound of their joint peak).
 	peaks := queue.Peaks{DeviceBytes: job.PeakDeviceReservedBytes, HostBytes: job.PeakHostBytes,
 		Plan: planLabel(rt.Plan), Warm: m.warm, DiskBytes: job.BytesReadDisk}
-	if textRT != rt {
-		peaks.DeviceBytes += textRT.Device.Stats().PeakReserved
-		peaks.HostBytes += textRT.Host.Stats().PeakReserved
-		peaks.DiskBytes += textRT.Measure().BytesReadDisk
+	for _, o := range others {
+		peaks.DeviceBytes += o.Device.Stats().PeakReserved
+		peaks.HostBytes += o.Host.Stats().PeakReserved
+		peaks.DiskBytes += o.Measure().BytesReadDisk
 	}
 	if err != nil {
 		return nil, peaks, err

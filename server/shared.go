@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"ferry/dtype"
@@ -16,40 +17,41 @@ import (
 	"ferry/residency"
 )
 
-// sharedText is one text encoder that several model folders hold with the
-// same content (one UMT5 for two Wan sizes): the server keeps it in one
-// runtime of its own and every member encodes its prompts there, so its
-// weights are loaded and held once.
-type sharedText struct {
-	id      string // "text_encoder-" and the content hash's head
-	members []*model
+// sharedComp is one component that several model folders hold with the
+// same content (one UMT5 for two Wan sizes, one VAE for the Wan 2.1
+// family): the server keeps it in one runtime of its own and every member
+// runs it there, so its weights are loaded and held once.
+type sharedComp struct {
+	component string // wan.TextEncoder or wan.VAE
+	id        string // the component's name and the content hash's head
+	members   []*model
 
 	// Guarded by models.mu.
-	pipe  *wan.Pipeline // opened from the first member's folder; its encoder is the one rt holds
+	pipe  *wan.Pipeline // opened from the first member's folder; its copy is the one rt holds
 	rt    *pipeline.Runtime
 	rtKey string
 	ctx   *switchCtx
 	user  *model // the member whose job runs on it now
 }
 
-// inUse says a job other than skip's holds the encoder now.
-func (sh *sharedText) inUse(skip *model) bool { return sh.user != nil && sh.user != skip }
+// inUse says a job other than skip's runs on the component now.
+func (sh *sharedComp) inUse(skip *model) bool { return sh.user != nil && sh.user != skip }
 
-func (sh *sharedText) deviceBytes() int64 {
+func (sh *sharedComp) deviceBytes() int64 {
 	if sh.rt == nil {
 		return 0
 	}
 	return sh.rt.Device.Stats().Reserved
 }
 
-func (sh *sharedText) hostBytes() int64 {
+func (sh *sharedComp) hostBytes() int64 {
 	if sh.rt == nil {
 		return 0
 	}
 	return sh.rt.Host.Stats().Reserved
 }
 
-func (sh *sharedText) names() []string {
+func (sh *sharedComp) names() []string {
 	var out []string
 	for _, m := range sh.members {
 		out = append(out, m.name)
@@ -58,29 +60,35 @@ func (sh *sharedText) names() []string {
 	return out
 }
 
-// findShared groups models whose text encoders have the same content. A
-// folder whose encoder cannot be fingerprinted keeps its own.
-func findShared(byName map[string]*model) []*sharedText {
-	groups := map[string][]*model{}
-	for _, m := range byName {
-		key, err := componentKey(filepath.Join(m.dir, wan.TextEncoder))
-		if err == nil {
-			groups[key] = append(groups[key], m)
+// findShared groups models whose shareable components (wan.Shareable)
+// have the same content. A folder whose component cannot be fingerprinted
+// keeps its own.
+func findShared(byName map[string]*model) []*sharedComp {
+	var out []*sharedComp
+	for _, comp := range wan.Shareable {
+		groups := map[string][]*model{}
+		for _, m := range byName {
+			key, err := componentKey(filepath.Join(m.dir, comp))
+			if err == nil {
+				groups[key] = append(groups[key], m)
+			}
 		}
-	}
-	var out []*sharedText
-	for key, ms := range groups {
-		if len(ms) < 2 {
-			continue
+		for key, ms := range groups {
+			if len(ms) < 2 {
+				continue
+			}
+			sort.Slice(ms, func(a, b int) bool { return ms[a].name < ms[b].name })
+			sh := &sharedComp{component: comp, id: comp + "-" + key[:12], members: ms, ctx: newSwitchCtx()}
+			for _, m := range ms {
+				m.shared = append(m.shared, sh)
+			}
+			out = append(out, sh)
 		}
-		sort.Slice(ms, func(a, b int) bool { return ms[a].name < ms[b].name })
-		sh := &sharedText{id: wan.TextEncoder + "-" + key[:12], members: ms, ctx: newSwitchCtx()}
-		for _, m := range ms {
-			m.shared = sh
-		}
-		out = append(out, sh)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].id < out[b].id })
+	for _, m := range byName {
+		sort.Slice(m.shared, func(a, b int) bool { return m.shared[a].id < m.shared[b].id })
+	}
 	return out
 }
 
@@ -149,11 +157,24 @@ func fingerprint(w io.Writer, path string) error {
 	return nil
 }
 
-// holdShared makes sure m's shared encoder has a runtime for dtype dt and
-// budgets b (placing the encoder as plan places it), and points m's
-// pipeline at it. Caller holds mu and has opened m.
+// holdShared makes sure each of m's shared components has a runtime for
+// dtype dt and budgets b (placing the component as plan places it), and
+// points m's pipeline at them. Caller holds mu and has opened m.
 func (ms *models) holdShared(m *model, plan *residency.Plan, b pipeline.Budget, dt dtype.DType) error {
-	sh := m.shared
+	for _, sh := range m.shared {
+		if err := ms.hold(sh, plan, b, dt); err != nil {
+			return err
+		}
+		if m.runPipe.Shared == nil {
+			m.runPipe.Shared = map[string]*wan.Shared{}
+		}
+		m.runPipe.Shared[sh.component] = &wan.Shared{Pipeline: sh.pipe, Runtime: sh.rt}
+	}
+	return nil
+}
+
+// hold gives sh a runtime for dt and b. Caller holds mu.
+func (ms *models) hold(sh *sharedComp, plan *residency.Plan, b pipeline.Budget, dt dtype.DType) error {
 	if sh.pipe == nil {
 		first := sh.members[0]
 		if err := ms.open(first); err != nil {
@@ -166,28 +187,28 @@ func (ms *models) holdShared(m *model, plan *residency.Plan, b pipeline.Budget, 
 		sh.pipe = p
 	}
 	key := runtimeKey(dt, b)
-	if sh.rt == nil || sh.rtKey != key {
-		ms.closeShared(sh)
-		tp := &residency.Plan{Name: plan.Name, Run: plan.Run,
-			Components: map[string]residency.ComponentPlan{wan.TextEncoder: plan.For(wan.TextEncoder)}}
-		rt, err := pipeline.NewRuntime(b, tp, pipeline.Options{Context: sh.ctx, ComputeDType: dt,
-			SmallPagesFirst: ms.hw.SmallPagesFirst(), OnBlock: sh.ctx.onBlock})
-		if err != nil {
-			return err
-		}
-		if err := sh.pipe.RegisterText(rt.Exec); err != nil {
-			rt.Close()
-			return fmt.Errorf("shared %s: %w", sh.id, err)
-		}
-		sh.rt, sh.rtKey = rt, key
+	if sh.rt != nil && sh.rtKey == key {
+		return nil
 	}
-	m.runPipe.SharedText = &wan.SharedText{Pipeline: sh.pipe, Runtime: sh.rt}
+	ms.closeShared(sh)
+	tp := &residency.Plan{Name: plan.Name, Run: plan.Run,
+		Components: map[string]residency.ComponentPlan{sh.component: plan.For(sh.component)}}
+	rt, err := pipeline.NewRuntime(b, tp, pipeline.Options{Context: sh.ctx, ComputeDType: dt,
+		SmallPagesFirst: ms.hw.SmallPagesFirst(), OnBlock: sh.ctx.onBlock})
+	if err != nil {
+		return err
+	}
+	if err := sh.pipe.RegisterShared(rt.Exec, sh.component); err != nil {
+		rt.Close()
+		return fmt.Errorf("shared %s: %w", sh.id, err)
+	}
+	sh.rt, sh.rtKey = rt, key
 	return nil
 }
 
-// closeShared drops a shared encoder's weights to the disk tier. Caller
+// closeShared drops a shared component's weights to the disk tier. Caller
 // holds mu.
-func (ms *models) closeShared(sh *sharedText) {
+func (ms *models) closeShared(sh *sharedComp) {
 	if sh.rt == nil {
 		return
 	}
@@ -196,23 +217,28 @@ func (ms *models) closeShared(sh *sharedText) {
 	ms.evictions++
 	for _, m := range sh.members {
 		if m.runPipe != nil {
-			m.runPipe.SharedText = nil
+			delete(m.runPipe.Shared, sh.component)
 		}
 	}
 }
 
-// dropUnused closes a shared encoder no resident member needs any more.
-// Caller holds mu.
-func (ms *models) dropUnused(sh *sharedText) {
-	if sh == nil || sh.user != nil {
-		return
-	}
-	for _, m := range sh.members {
-		if m.rt != nil {
-			return
+// dropUnused closes the shared components of a list that no resident
+// member needs any more. Caller holds mu.
+func (ms *models) dropUnused(shs []*sharedComp) {
+	for _, sh := range shs {
+		if sh.user == nil && !sh.memberResident() {
+			ms.closeShared(sh)
 		}
 	}
-	ms.closeShared(sh)
+}
+
+func (sh *sharedComp) memberResident() bool {
+	for _, m := range sh.members {
+		if m.rt != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // sharedView is a shared component in GET /v1/residency: held once, for
@@ -228,8 +254,8 @@ type sharedView struct {
 	Components  []componentView `json:"components"`
 }
 
-func (sh *sharedText) view() sharedView {
-	v := sharedView{ID: sh.id, Component: wan.TextEncoder, Models: sh.names(), Resident: sh.rt != nil,
+func (sh *sharedComp) view() sharedView {
+	v := sharedView{ID: sh.id, Component: sh.component, Models: sh.names(), Resident: sh.rt != nil,
 		InUse: sh.user != nil, Components: []componentView{}}
 	if sh.rt != nil {
 		v.DeviceBytes, v.HostBytes = sh.deviceBytes(), sh.hostBytes()
@@ -240,8 +266,12 @@ func (sh *sharedText) view() sharedView {
 
 // sharedNote names the shared components of m, for its residency entry.
 func sharedNote(m *model) []string {
-	if m.shared == nil {
-		return nil
+	var out []string
+	for _, sh := range m.shared {
+		out = append(out, sh.id)
 	}
-	return []string{m.shared.id}
+	return out
 }
+
+// sharesWith says sh is one of m's shared components.
+func (m *model) sharesWith(sh *sharedComp) bool { return slices.Contains(m.shared, sh) }

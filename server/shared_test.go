@@ -14,17 +14,19 @@ import (
 	"ferry/server/queue"
 )
 
-// sharedModels is a folder of three wan-tiny: tiny-a and tiny-b with
-// different transformers and VAEs but the same text encoder (tiny-a's,
-// copied), and tiny-c with its own.
+// sharedModels is a folder of three wan-tiny, each written with its own
+// seed: tiny-b has tiny-a's text encoder (copied) and tiny-c has tiny-a's
+// VAE; everything else differs.
 func sharedModels(t *testing.T) string {
 	t.Helper()
 	dir := synthFolder(t, "wan-tiny", "tiny-a", "tiny-b", "tiny-c")
-	src, dst := filepath.Join(dir, "tiny-a", wan.TextEncoder), filepath.Join(dir, "tiny-b", wan.TextEncoder)
-	if err := os.RemoveAll(dst); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct{ to, comp string }{{"tiny-b", wan.TextEncoder}, {"tiny-c", wan.VAE}} {
+		src, dst := filepath.Join(dir, "tiny-a", c.comp), filepath.Join(dir, c.to, c.comp)
+		if err := os.RemoveAll(dst); err != nil {
+			t.Fatal(err)
+		}
+		copyDir(t, src, dst)
 	}
-	copyDir(t, src, dst)
 	return dir
 }
 
@@ -54,8 +56,9 @@ func copyDir(t *testing.T, src, dst string) {
 	}
 }
 
-// textLoads is how many text-encoder blocks the shared runtime loaded.
-func (h *harness) textLoads(id string) (loads int, found bool) {
+// sharedLoads is how many blocks the shared component id's runtime
+// loaded, and whether it is resident.
+func (h *harness) sharedLoads(id string) (loads int, found bool) {
 	h.s.models.mu.Lock()
 	defer h.s.models.mu.Unlock()
 	for _, sh := range h.s.models.shared {
@@ -66,11 +69,12 @@ func (h *harness) textLoads(id string) (loads int, found bool) {
 	return 0, false
 }
 
-// Two folders with byte-identical text encoders share one: it is loaded
-// once, held once (GET /v1/residency lists it under shared with both
-// names, and neither model lists its own), and each model's video is
-// exactly what the pipeline gives on that folder alone.
-func TestSharedTextEncoder(t *testing.T) {
+// Folders whose text encoders (tiny-a, tiny-b) or VAEs (tiny-a, tiny-c)
+// have the same content share them: each is loaded once and held once
+// (GET /v1/residency lists it under shared with its models' names, and
+// they do not list their own), and each model's video is exactly what the
+// pipeline gives on that folder alone.
+func TestSharedComponents(t *testing.T) {
 	dir := sharedModels(t)
 	tap := newVideoTap()
 	h := start(t, Config{Models: []string{dir}, KeepAlive: -1, faults: &faults{onVideo: tap.put}})
@@ -80,80 +84,108 @@ func TestSharedTextEncoder(t *testing.T) {
 	if code, _, data := h.do("GET", "/v1/residency", ""); code != 200 || json.Unmarshal(data, &snap) != nil {
 		t.Fatalf("residency: %d %s", code, data)
 	}
-	if len(snap.Shared) != 1 || !slices.Equal(snap.Shared[0].Models, []string{"tiny-a", "tiny-b"}) || snap.Shared[0].Component != wan.TextEncoder {
-		t.Fatalf("shared components %+v: want one text_encoder for tiny-a and tiny-b", snap.Shared)
+	members := map[string][]string{wan.TextEncoder: {"tiny-a", "tiny-b"}, wan.VAE: {"tiny-a", "tiny-c"}}
+	ids := map[string]string{} // component -> shared id
+	for _, sh := range snap.Shared {
+		if !slices.Equal(sh.Models, members[sh.Component]) || ids[sh.Component] != "" {
+			t.Fatalf("shared components %+v: want one text_encoder for tiny-a and tiny-b, one vae for tiny-a and tiny-c", snap.Shared)
+		}
+		ids[sh.Component] = sh.ID
 	}
-	id := snap.Shared[0].ID
+	if len(ids) != 2 {
+		t.Fatalf("shared components %+v: want a text_encoder and a vae", snap.Shared)
+	}
 
-	ids := map[string]string{}
-	loads := map[string]int{}
+	jobs := map[string]string{}
+	loads := map[string]map[string]int{} // after a job on a model: component -> loads
 	for _, m := range []string{"tiny-a", "tiny-b", "tiny-c", "tiny-a"} {
 		v := h.wait(h.submit(body(m)), 2*time.Minute, terminal)
 		if v.Status != queue.StatusCompleted {
 			t.Fatalf("job on %s: %s %+v", m, v.Status, v.Error)
 		}
-		ids[m] = v.ID
-		n, ok := h.textLoads(id)
-		if !ok {
-			t.Fatalf("after a job on %s the shared encoder is not resident", m)
+		jobs[m] = v.ID
+		loads[m] = map[string]int{}
+		for comp, id := range ids {
+			n, ok := h.sharedLoads(id)
+			if !ok {
+				t.Fatalf("after a job on %s the shared %s is not resident", m, comp)
+			}
+			loads[m][comp] = n
 		}
-		loads[m] = n
 	}
-	if loads["tiny-a"] == 0 || loads["tiny-b"] != loads["tiny-a"] {
-		t.Errorf("text-encoder block loads: %d after tiny-a, %d after tiny-b: want them loaded once", loads["tiny-a"], loads["tiny-b"])
+	for comp, ms := range members {
+		first, second := loads[ms[0]][comp], loads[ms[1]][comp]
+		if first == 0 || second != first || loads["tiny-a"][comp] != first {
+			t.Errorf("%s block loads: %d after %s, %d after %s, %d at the end: want them loaded once", comp, first, ms[0], second, ms[1], loads["tiny-a"][comp])
+		}
 	}
 
 	if code, _, data := h.do("GET", "/v1/residency", ""); code != 200 || json.Unmarshal(data, &snap) != nil {
 		t.Fatalf("residency: %d %s", code, data)
 	}
-	sh := snap.Shared[0]
-	if !sh.Resident || sh.DeviceBytes+sh.HostBytes == 0 || len(sh.Components) != 1 || sh.Components[0].Name != wan.TextEncoder {
-		t.Fatalf("shared entry %+v: want the resident text encoder", sh)
+	for _, sh := range snap.Shared {
+		if !sh.Resident || sh.DeviceBytes+sh.HostBytes == 0 || len(sh.Components) != 1 || sh.Components[0].Name != sh.Component {
+			t.Fatalf("shared entry %+v: want the resident %s", sh, sh.Component)
+		}
 	}
 	for _, mv := range snap.Models {
-		var own bool
-		for _, c := range mv.Components {
-			own = own || c.Name == wan.TextEncoder
-		}
-		shared := slices.Contains(mv.Shared, id)
-		if want := mv.Name == "tiny-c"; own != want || shared == want {
-			t.Errorf("%s: own text encoder %v, shared %v %v", mv.Name, own, shared, mv.Shared)
+		for comp, ms := range members {
+			var own bool
+			for _, c := range mv.Components {
+				own = own || c.Name == comp
+			}
+			shared := slices.Contains(mv.Shared, ids[comp])
+			if want := slices.Contains(ms, mv.Name); own == want || shared != want {
+				t.Errorf("%s: own %s %v, shared %v %v", mv.Name, comp, own, shared, mv.Shared)
+			}
 		}
 	}
 	for _, m := range []string{"tiny-a", "tiny-b", "tiny-c"} {
 		ref := referenceVideo(t, filepath.Join(dir, m), nil)
-		if !slices.Equal(tap.get(t, ids[m]), ref) {
+		if !slices.Equal(tap.get(t, jobs[m]), ref) {
 			t.Errorf("%s: the served video differs from the pipeline's on that folder alone", m)
 		}
 	}
-	if slices.Equal(tap.get(t, ids["tiny-a"]), tap.get(t, ids["tiny-b"])) {
-		t.Error("tiny-a and tiny-b gave the same video: their transformers differ")
+	for _, m := range []string{"tiny-b", "tiny-c"} {
+		if slices.Equal(tap.get(t, jobs["tiny-a"]), tap.get(t, jobs[m])) {
+			t.Errorf("tiny-a and %s gave the same video: their transformers differ", m)
+		}
 	}
 
-	// Unloading one member keeps the encoder for the other; unloading both
-	// drops it.
-	h.do("POST", "/v1/models/tiny-a/unload", "")
-	if _, ok := h.textLoads(id); !ok {
-		t.Error("unloading tiny-a dropped the encoder tiny-b still holds")
-	}
-	h.do("POST", "/v1/models/tiny-b/unload", "")
-	if _, ok := h.textLoads(id); ok {
-		t.Error("the shared encoder stayed after both of its models were unloaded")
+	// A shared component stays while a member holds weights, and goes
+	// with the last one.
+	for _, step := range []struct {
+		unload string
+		stays  map[string]bool
+	}{
+		{"tiny-a", map[string]bool{wan.TextEncoder: true, wan.VAE: true}},
+		{"tiny-b", map[string]bool{wan.TextEncoder: false, wan.VAE: true}},
+		{"tiny-c", map[string]bool{wan.TextEncoder: false, wan.VAE: false}},
+	} {
+		h.do("POST", "/v1/models/"+step.unload+"/unload", "")
+		for comp, want := range step.stays {
+			if _, ok := h.sharedLoads(ids[comp]); ok != want {
+				t.Errorf("after unloading %s the shared %s resident %v, want %v", step.unload, comp, ok, want)
+			}
+		}
 	}
 }
 
-// The content key tells identical encoders from different ones.
+// The content key tells identical components from different ones.
 func TestComponentKey(t *testing.T) {
 	dir := sharedModels(t)
-	key := func(m string) string {
-		k, err := componentKey(filepath.Join(dir, m, wan.TextEncoder))
+	key := func(m, comp string) string {
+		k, err := componentKey(filepath.Join(dir, m, comp))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return k
 	}
-	if key("tiny-a") != key("tiny-b") || key("tiny-a") == key("tiny-c") {
-		t.Fatalf("keys a %s b %s c %s: want a = b != c", key("tiny-a"), key("tiny-b"), key("tiny-c"))
+	for _, c := range []struct{ comp, same, other string }{{wan.TextEncoder, "tiny-b", "tiny-c"}, {wan.VAE, "tiny-c", "tiny-b"}} {
+		a, same, other := key("tiny-a", c.comp), key(c.same, c.comp), key(c.other, c.comp)
+		if a != same || a == other {
+			t.Fatalf("%s keys: tiny-a %s, %s %s, %s %s: want tiny-a = %s != %s", c.comp, a, c.same, same, c.other, other, c.same, c.other)
+		}
 	}
 	if _, err := componentKey(filepath.Join(dir, "tiny-a", "absent")); err == nil {
 		t.Fatal("a missing folder has a key")

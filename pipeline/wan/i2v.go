@@ -204,12 +204,13 @@ func (p *Pipeline) encodeCondition(rt *pipeline.Runtime, r Request) ([]float32, 
 	for ch := range 3 {
 		copy(video[ch*frames*plane:], px[ch*plane:(ch+1)*plane])
 	}
-	ex := rt.Exec
+	holder, ex := p.on(VAE, rt)
+	vae := holder.vae
 	ops := ex.Ops(VAE)
-	p.vae.Options.Tiling = wanvae.SquareTiling(rt.Plan.Run.VAETile, rt.Plan.Run.VAEStride)
-	p.vae.Options.OnFrame = nil
+	vae.Options.Tiling = wanvae.SquareTiling(rt.Plan.Run.VAETile, rt.Plan.Run.VAEStride)
+	vae.Options.OnFrame = nil
 	in := ops.Upload(video, 1, 3, frames, r.Height, r.Width)
-	mean, logvar, err := p.vae.Encode(ex, ops, in)
+	mean, logvar, err := vae.Encode(ex, ops, in)
 	in.Free()
 	ex.Done(VAE)
 	if err != nil {

@@ -53,28 +53,41 @@ type Pipeline struct {
 	OnStep  func(done, total int)
 	OnFrame func(done, total int)
 
-	// SharedText, when set, is a text encoder held by another runtime (a
-	// server holding one encoder for several folders whose encoders are
-	// byte-identical): the prompt is encoded there, and Register leaves
-	// this pipeline's own encoder out.
-	SharedText *SharedText
+	// Shared names the components held by other runtimes (a server
+	// holding one text encoder or VAE for several folders whose copies
+	// have the same content): they run there, and Register leaves this
+	// pipeline's own copies out.
+	Shared map[string]*Shared
 }
 
-// SharedText is a text encoder registered with another runtime: Pipeline's
-// encoder was registered (RegisterText) with Runtime's executor.
-type SharedText struct {
+// Shared is a component registered with another runtime: Pipeline's copy
+// was registered (RegisterShared) with Runtime's executor.
+type Shared struct {
 	Pipeline *Pipeline
 	Runtime  *pipeline.Runtime
 }
 
-// RegisterText declares only the text encoder with the executor: the
-// runtime that holds a shared encoder.
-func (p *Pipeline) RegisterText(ex *residency.Executor) error {
-	src, err := p.weightSource(TextEncoder)
-	if err != nil {
-		return err
+// Shareable lists the components a server may hold once for several
+// folders: those that run before or after the denoising loop and take no
+// adapters.
+var Shareable = []string{TextEncoder, VAE}
+
+// RegisterShared declares only component name with the executor, as
+// Register would: the runtime that holds a shared component.
+func (p *Pipeline) RegisterShared(ex *residency.Executor, name string) error {
+	if name != TextEncoder && name != VAE {
+		return fmt.Errorf("%s cannot be shared (%s and %s can)", name, TextEncoder, VAE)
 	}
-	return ex.Register(p.text.Component(TextEncoder, src))
+	return p.register(ex, name)
+}
+
+// on is where component name runs for a request on rt: the holder of a
+// shared copy, or this pipeline on rt.
+func (p *Pipeline) on(name string, rt *pipeline.Runtime) (*Pipeline, *residency.Executor) {
+	if st := p.Shared[name]; st != nil {
+		return st.Pipeline, st.Runtime.Exec
+	}
+	return p, rt.Exec
 }
 
 // Open reads the folder's configs and tokenizer; no weights are read.
@@ -190,38 +203,43 @@ func (p *Pipeline) weightSource(name string) (residency.Source, error) {
 // Register declares the pipeline's weight components with the executor.
 func (p *Pipeline) Register(ex *residency.Executor) error {
 	for _, name := range p.weightComponents() {
-		if name == TextEncoder && p.SharedText != nil {
+		if p.Shared[name] != nil {
 			continue
 		}
-		src, err := p.weightSource(name)
-		if err != nil {
-			return err
-		}
-		var comp *residency.Component
-		switch name {
-		case TextEncoder:
-			comp = p.text.Component(name, src)
-		case Transformer:
-			comp = p.transformer.Component(name, src)
-		case Transformer2:
-			comp = p.moe.low.Component(name, src)
-		case ImageEncoder:
-			comp = p.ext.img.model.Component(name, src)
-		case VAE:
-			if p.ext.i2v {
-				comp = p.vae.Component(name, src) // encodes the image, then decodes
-				break
-			}
-			fallthrough
-		default:
-			// Text-to-video only decodes: the encoder's weights never move.
-			comp = p.vae.DecoderComponent(name, src)
-		}
-		if err := ex.Register(comp); err != nil {
+		if err := p.register(ex, name); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// register declares one weight component.
+func (p *Pipeline) register(ex *residency.Executor, name string) error {
+	src, err := p.weightSource(name)
+	if err != nil {
+		return err
+	}
+	var comp *residency.Component
+	switch name {
+	case TextEncoder:
+		comp = p.text.Component(name, src)
+	case Transformer:
+		comp = p.transformer.Component(name, src)
+	case Transformer2:
+		comp = p.moe.low.Component(name, src)
+	case ImageEncoder:
+		comp = p.ext.img.model.Component(name, src)
+	case VAE:
+		if p.ext.i2v {
+			comp = p.vae.Component(name, src) // encodes the image, then decodes
+			break
+		}
+		fallthrough
+	default:
+		// Text-to-video only decodes: the encoder's weights never move.
+		comp = p.vae.DecoderComponent(name, src)
+	}
+	return ex.Register(comp)
 }
 
 // scheduler builds the folder's scheduler, with its shift overridden.
@@ -336,12 +354,9 @@ func (p *Pipeline) encodeText(rt *pipeline.Runtime, r Request) (pos, neg []float
 			}
 		}
 	}
-	ex, text := rt.Exec, p.text
-	if st := p.SharedText; st != nil {
-		ex, text = st.Runtime.Exec, st.Pipeline.text
-	}
+	holder, ex := p.on(TextEncoder, rt)
 	ops := ex.Ops(TextEncoder)
-	h, err := text.Encode(ex, ops, ids, mask, len(prompts), n)
+	h, err := holder.text.Encode(ex, ops, ids, mask, len(prompts), n)
 	ex.Done(TextEncoder)
 	if err != nil {
 		return nil, nil, fmt.Errorf("text encoder: %w", err)
@@ -496,12 +511,14 @@ func (p *Pipeline) decode(rt *pipeline.Runtime, r Request, latents []float32) ([
 	if err := p.vaeCfg.Denormalize(z, shape); err != nil {
 		return nil, err
 	}
-	ex := rt.Exec
+	// The tiling is this request's plan's, wherever the VAE is held.
+	holder, ex := p.on(VAE, rt)
+	vae := holder.vae
 	ops := ex.Ops(VAE)
-	p.vae.Options.Tiling = wanvae.SquareTiling(rt.Plan.Run.VAETile, rt.Plan.Run.VAEStride)
-	p.vae.Options.OnFrame = p.OnFrame
+	vae.Options.Tiling = wanvae.SquareTiling(rt.Plan.Run.VAETile, rt.Plan.Run.VAEStride)
+	vae.Options.OnFrame = p.OnFrame
 	zt := ops.Upload(z, shape...)
-	video, err := p.vae.Decode(ex, ops, zt)
+	video, err := vae.Decode(ex, ops, zt)
 	zt.Free()
 	ex.Done(VAE)
 	if err != nil {
