@@ -216,14 +216,16 @@ func (c *Component) RawConfig() (map[string]any, error) {
 }
 
 // Weights opens the component's safetensors on first call and returns the
-// same Set afterwards. A failed open is retried on the next call.
+// same Set afterwards, its names in diffusers' layout (a file in the
+// model's original layout is mapped by the Naming registered for the
+// component's class). A failed open is retried on the next call.
 func (c *Component) Weights() (*Set, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.weights != nil {
 		return c.weights, nil
 	}
-	s, err := OpenSet(c.Dir)
+	s, err := OpenSetAs(c.Dir, c.Class)
 	if err != nil {
 		return nil, fmt.Errorf("component %s: %w", c.Name, err)
 	}

@@ -17,8 +17,8 @@ import (
 // ProfileFromFolder builds a profile from a diffusers Wan pipeline folder's
 // model_index.json and config files. No weights are read. A component's
 // storage dtype comes from its config's torch_dtype; when the config has
-// none, from the first float tensor in the header of one of its
-// safetensors files (the header only).
+// none, from the headers of its safetensors files: the float dtype that
+// holds the most bytes.
 func ProfileFromFolder(dir string) (*Profile, error) {
 	f, err := checkpoint.OpenFolder(dir)
 	if err != nil {
@@ -164,20 +164,30 @@ func storageOf(config []byte, dir string) (dtype.DType, bool) {
 			return dtype.F16, true
 		}
 	}
+	// The float dtype holding the most bytes: an fp8 file keeps its
+	// norms and biases wider than its weights.
+	bytes := map[dtype.DType]int64{}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
 	for _, path := range files {
 		h, err := checkpoint.Open(path)
 		if err != nil {
 			continue
 		}
-		defer h.Close()
 		for _, t := range h.Tensors() {
 			if t.DType.IsFloat() {
-				return t.DType, true
+				bytes[t.DType] += t.Size
 			}
 		}
+		h.Close()
 	}
-	return 0, false
+	var best dtype.DType
+	found := false
+	for dt, n := range bytes {
+		if !found || n > bytes[best] || (n == bytes[best] && dt < best) {
+			best, found = dt, true
+		}
+	}
+	return best, found
 }
 
 // folderExperts reads the scheduler config and, when model_index.json has

@@ -1,0 +1,37 @@
+package planner
+
+import (
+	"path/filepath"
+	"testing"
+
+	"ferry/checkpoint"
+	"ferry/dtype"
+)
+
+// A component's storage dtype is the config's torch_dtype, else the float
+// dtype holding the most bytes of its files: an fp8 checkpoint whose
+// norms and biases stay in fp32 is fp8.
+func TestStorageOf(t *testing.T) {
+	dir := t.TempDir()
+	bias := checkpoint.RawTensor{Name: "a.bias", DType: dtype.F32, Shape: []int{8}, Data: make([]byte, 32)}
+	weight := checkpoint.RawTensor{Name: "b.weight", DType: dtype.F8E4M3, Shape: []int{8, 8}, Data: make([]byte, 64)}
+	steps := checkpoint.RawTensor{Name: "c.steps", DType: dtype.I64, Shape: []int{16}, Data: make([]byte, 128)}
+	if err := checkpoint.WriteFile(filepath.Join(dir, "w.safetensors"), []checkpoint.RawTensor{bias, weight, steps}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		config string
+		want   dtype.DType
+	}{
+		{`{}`, dtype.F8E4M3},
+		{`{"torch_dtype": "bfloat16"}`, dtype.BF16},
+	} {
+		got, ok := storageOf([]byte(c.config), dir)
+		if !ok || got != c.want {
+			t.Errorf("config %s: %v %v, want %v", c.config, got, ok, c.want)
+		}
+	}
+	if _, ok := storageOf([]byte(`{}`), t.TempDir()); ok {
+		t.Error("a folder without weights has a storage dtype")
+	}
+}
