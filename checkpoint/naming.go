@@ -52,8 +52,13 @@ func (s *Set) rename(n Naming) error {
 		t.Name = to
 		by[to], from[to] = t, name
 	}
+	to := make(map[string]string, len(from))
+	for n, orig := range from {
+		to[orig] = n
+	}
 	s.byName = by
 	s.names = slices.Sorted(maps.Keys(by))
+	s.renameScales(to)
 	return nil
 }
 

@@ -34,6 +34,9 @@ type Set struct {
 	byPath map[string]*File
 	byName map[string]TensorInfo
 	names  []string // sorted
+	// scales are the per-tensor scales of a scaled fp8 checkpoint, by
+	// weight name (scales.go).
+	scales map[string]float32
 	// indexMetadata is the index's "metadata" object (nil for one file).
 	indexMetadata map[string]any
 }
@@ -68,7 +71,7 @@ func OpenSet(path string) (*Set, error) {
 		return nil, err
 	}
 	s.finish()
-	if err := s.checkScales(); err != nil {
+	if err := s.takeScales(); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -152,7 +155,7 @@ func openIndex(path string) (*Set, error) {
 		}
 	}
 	s.finish()
-	if err := s.checkScales(); err != nil {
+	if err := s.takeScales(); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -211,19 +214,6 @@ func (s *Set) add(f *File, want []string) error {
 
 func (s *Set) finish() {
 	s.names = slices.Sorted(maps.Keys(s.byName))
-}
-
-// checkScales refuses fp8 checkpoints that carry per-tensor scales
-// (ComfyUI's "scaled" fp8 files store NAME.scale_weight beside NAME.weight):
-// the weights would be multiplied unscaled, so they are refused in one
-// line rather than read wrong.
-func (s *Set) checkScales() error {
-	for _, n := range s.names {
-		if n == "scale_weight" || strings.HasSuffix(n, ".scale_weight") {
-			return fmt.Errorf("%s: %s holds a per-tensor fp8 scale (a scaled fp8 checkpoint), which ferry does not apply yet; use the bf16 or fp16 weights", s.path, n)
-		}
-	}
-	return nil
 }
 
 // Path is the file or index the set was opened from.
@@ -296,13 +286,20 @@ func (s *Set) ReadRows(info TensorInfo, rows []int, dst []byte) error {
 	return f.ReadRows(info, rows, dst)
 }
 
-// ReadF32 reads the tensor converted to float32; see File.ReadF32.
+// ReadF32 reads the tensor converted to float32 (see File.ReadF32),
+// times its scale in a scaled fp8 checkpoint (Scale).
 func (s *Set) ReadF32(info TensorInfo) ([]float32, error) {
 	f, err := s.file(info)
 	if err != nil {
 		return nil, err
 	}
-	return f.ReadF32(info)
+	out, err := f.ReadF32(info)
+	if sc := s.Scale(info.Name); err == nil && sc != 1 {
+		for i := range out {
+			out[i] *= sc
+		}
+	}
+	return out, err
 }
 
 // Bytes returns a zero-copy view of the tensor's data; see File.Bytes.

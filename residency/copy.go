@@ -94,6 +94,9 @@ func (e *Executor) load(b *Block, pre *tensor.Buffer) (*tensor.Buffer, error) {
 				}
 			}
 		}
+		if err == nil {
+			err = scaleWeight(backend, view, p)
+		}
 		if err != nil {
 			buf.Free()
 			return nil, fmt.Errorf("%s: %w", p.name, err)
@@ -141,6 +144,24 @@ func (p *param) deviceView(buf *tensor.Buffer) (*tensor.Tensor, error) {
 		return tensor.PackedView(buf, p.devOff, p.devType, p.layout, p.info.Shape...)
 	}
 	return tensor.View(buf, p.devOff, p.devType, p.info.Shape...)
+}
+
+// scaleWeight applies a scaled checkpoint's per-tensor scale to p's
+// loaded view (tensor.WeightScaler): recorded for the products on a GEMM
+// weight kept as fp8, folded into the values otherwise.
+func scaleWeight(backend tensor.Backend, view *tensor.Tensor, p *param) error {
+	s := p.info.Scale
+	if s == 0 || s == 1 {
+		return nil
+	}
+	ws, ok := backend.(tensor.WeightScaler)
+	if !ok {
+		return fmt.Errorf("scale_weight %g: this backend does not apply the scales of a scaled fp8 checkpoint", s)
+	}
+	if !p.matrix && view.DType().Size() == 1 {
+		return fmt.Errorf("scale_weight %g on an fp8 tensor that is not a GEMM weight: not supported", s)
+	}
+	return ws.ScaleWeight(view, s)
 }
 
 // upload converts a whole tensor's stored bytes into its device view:

@@ -250,6 +250,9 @@ func (e *Executor) resolve(b *Block) error {
 			return fmt.Errorf("block %s: tensor %q is missing from the checkpoint", b.Name, f.name)
 		}
 		if f.rows {
+			if info.Scale != 0 && info.Scale != 1 {
+				return fmt.Errorf("block %s: %q has a scale_weight; row tables of a scaled checkpoint are not supported", b.Name, f.name)
+			}
 			if len(info.Shape) != 2 {
 				return fmt.Errorf("block %s: %q is %v, a row table must be 2-D", b.Name, f.name, info.Shape)
 			}

@@ -12,6 +12,9 @@ type TensorInfo struct {
 	DType dtype.DType
 	Shape []int
 	Size  int64 // bytes
+	// Scale multiplies the stored values (a scaled fp8 checkpoint's
+	// scale_weight); 0 means 1.
+	Scale float32
 }
 
 // Source is where a component's weights are stored: a checkpoint on disk.
@@ -37,7 +40,7 @@ func (s CheckpointSource) Info(name string) (TensorInfo, bool) {
 	if !ok {
 		return TensorInfo{}, false
 	}
-	return TensorInfo{DType: t.DType, Shape: t.Shape, Size: t.Size}, true
+	return TensorInfo{DType: t.DType, Shape: t.Shape, Size: t.Size, Scale: s.Set.Scale(name)}, true
 }
 
 // Read implements Source.

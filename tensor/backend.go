@@ -145,6 +145,17 @@ func (op UnaryOp) String() string {
 	return "unary?"
 }
 
+// WeightScaler is a backend that applies a weight's per-tensor scale (the
+// scale_weight of a scaled fp8 checkpoint) after the weight is loaded:
+// ScaleWeight multiplies t's values by s in place, or, where t is kept in
+// a storage dtype too narrow to hold them scaled (fp8), records s
+// (Tensor.SetScale) for the products that read t to apply: Linear reads
+// it, and the executor records one only on the weights Linear multiplies
+// by (it asks for an in-place scale on any other).
+type WeightScaler interface {
+	ScaleWeight(t *Tensor, s float32) error
+}
+
 // MatrixPacker is a Backend that keeps GEMM weights in its kernels' own
 // layout, arranged once when the executor moves them to the device rather
 // than on every product. A packed tensor has the weight's shape [N, K] and

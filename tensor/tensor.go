@@ -24,6 +24,9 @@ type Tensor struct {
 	// layout names a backend's packed arrangement of a GEMM weight (see
 	// MatrixPacker); "" is the dense row-major layout every op reads.
 	layout string
+	// scale multiplies the values of a weight kept in a storage dtype too
+	// narrow to hold them scaled (WeightScaler); 0 means 1.
+	scale float32
 }
 
 // New wraps an existing buffer. The tensor owns it: Free releases it.
@@ -277,6 +280,19 @@ func View(buf *Buffer, off int64, dt dtype.DType, shape ...int) (*Tensor, error)
 // Layout is "" for the dense row-major layout, else the name of the
 // packed arrangement a backend gave this GEMM weight (see MatrixPacker).
 func (t *Tensor) Layout() string { return t.layout }
+
+// Scale is the factor a weight's stored values are multiplied by (1 unless
+// a WeightScaler recorded one).
+func (t *Tensor) Scale() float32 {
+	if t.scale == 0 {
+		return 1
+	}
+	return t.scale
+}
+
+// SetScale records the factor t's stored values are multiplied by: for
+// backends (WeightScaler), whose products apply it.
+func (t *Tensor) SetScale(s float32) { t.scale = s }
 
 // PackedView is View for a weight the backend packed as layout; it takes
 // the same bytes as the dense tensor (backends pack only such shapes).

@@ -30,6 +30,9 @@ type linearGrads struct {
 // base weight under a LoRA adapter needs only dx. Packed weights are
 // refused: only Linear reads them.
 func (be *Backend) LinearBackward(dx, dw, db, dy, x, w *tensor.Tensor) error {
+	if w != nil && w.Scale() != 1 {
+		return fmt.Errorf("cpu: linear backward with weight %v: a scaled fp8 weight (train on the bf16 or fp16 weights)", w)
+	}
 	g, err := planLinearBackward(dx, dw, db, dy, x, w)
 	if err != nil {
 		return err

@@ -87,7 +87,7 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 			return fmt.Errorf("cpu: linear %v · %vᵀ: %w", x, w, err)
 		}
 	default:
-		be.linearWidened(d, xs, wr, w.DType(), m, n, k, beta)
+		be.linearWidened(d, xs, wr, w.DType(), m, n, k, w.Scale(), beta)
 	}
 	return nil
 }
@@ -113,8 +113,9 @@ var widenPool sync.Pool
 // of a narrow float type dt (raw bytes wr; shapes PackRows does not pack):
 // a chunk of weight rows at a time is widened exactly into scratch, with
 // the GEMM's vectorised expanding packers, and multiplied by the fp32 GEMM
-// into its columns of d.
-func (be *Backend) linearWidened(d, xs []float32, wr []byte, dt dtype.DType, m, n, k int, beta float32) {
+// into its columns of d, the products times scale (the weight's recorded
+// scale, tensor.WeightScaler).
+func (be *Backend) linearWidened(d, xs []float32, wr []byte, dt dtype.DType, m, n, k int, scale, beta float32) {
 	rows := min(n, widenRows(k))
 	sp, _ := widenPool.Get().(*[]float32)
 	if sp == nil || cap(*sp) < rows*k {
@@ -131,7 +132,7 @@ func (be *Backend) linearWidened(d, xs []float32, wr []byte, dt dtype.DType, m, 
 			lo, hi = min(16*lo, len(scratch)), min(16*hi, len(scratch))
 			_ = gemm.Widen(scratch[lo:hi], src[lo*size:hi*size], dt, 1) // dt is narrow: no error
 		})
-		be.gemm.Sgemm(false, true, m, nb, k, 1, xs, k, scratch, k, beta, d[j0:], n)
+		be.gemm.Sgemm(false, true, m, nb, k, scale, xs, k, scratch, k, beta, d[j0:], n)
 	}
 }
 

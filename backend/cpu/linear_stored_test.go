@@ -1,9 +1,11 @@
 package cpu_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"ferry/backend/cpu"
@@ -19,7 +21,8 @@ import (
 // portable one offers no stored layout: its weights stay dense and are
 // widened per product), against a float64 reference on
 // the decoded weights: the products are those of the exact values, within
-// the float32 dot-product bound (K+2)·2⁻²⁴·(Σ|x·w| + |bias|).
+// the float32 dot-product bound (K+2)·2⁻²⁴·(Σ|x·w| + |bias|). fp8 weights
+// run again with a scale recorded (a scaled fp8 checkpoint's).
 func TestLinearStored(t *testing.T) {
 	if !gemm.Expands(dtype.F16) {
 		t.Skip("CPU lacks AVX2+FMA+F16C: weights are widened to float32 on the device here, and the stored layouts are not offered")
@@ -45,8 +48,19 @@ func TestLinearStored(t *testing.T) {
 							// this fp32 GEMM widens bf16 instead (the backend's rule).
 							bf16Kernel := compute == dtype.BF16 && dt == dtype.BF16 &&
 								!(gemm.DefaultBF16().Kernel() == "portable" && g.Expands(dtype.BF16))
-							checkLinearStored(t, be, g, dt, s.m, s.n, s.k, packed, bf16Kernel)
+							checkLinearStored(t, be, g, dt, s.m, s.n, s.k, packed, bf16Kernel, 1)
 						})
+						if dt.Size() == 1 {
+							// A scaled fp8 checkpoint's weight: its scale recorded, the products
+							// multiplied by it.
+							t.Run(name+"/scaled", func(t *testing.T) {
+								be := cpu.New(cpu.NewDevice(0), g)
+								if err := be.SetComputeDType(compute); err != nil {
+									t.Fatal(err)
+								}
+								checkLinearStored(t, be, g, dt, s.m, s.n, s.k, packed, false, 0.0371)
+							})
+						}
 					}
 				}
 			}
@@ -54,11 +68,19 @@ func TestLinearStored(t *testing.T) {
 	}
 }
 
-func checkLinearStored(t *testing.T, be *cpu.Backend, g *gemm.Go, dt dtype.DType, m, n, k int, packed, bf16Kernel bool) {
+func checkLinearStored(t *testing.T, be *cpu.Backend, g *gemm.Go, dt dtype.DType, m, n, k int, packed, bf16Kernel bool, scale float32) {
 	rng := rand.New(rand.NewPCG(uint64(m*n), uint64(k)+uint64(dt)))
 	x, bias := normals(rng, m*k), normals(rng, n)
 	raw, wv := storedWeights(rng, dt, n*k)
 	tw := denseOrPacked(t, be, dt, raw, n, k, packed)
+	if scale != 1 {
+		if err := be.ScaleWeight(tw, scale); err != nil {
+			t.Fatal(err)
+		}
+		for i := range wv {
+			wv[i] *= float64(scale)
+		}
+	}
 	// Whole panels pack: of the bf16 GEMM's (and whole pairs) for its
 	// kernel, else of the fp32 GEMM's where it expands dt.
 	fits := g.Expands(dt) && n%g.PanelWidth() == 0
@@ -157,4 +179,53 @@ func storedWeights(rng *rand.Rand, dt dtype.DType, n int) ([]byte, []float64) {
 		}
 	}
 	return raw, vals
+}
+
+// ScaleWeight folds a scale into the values of a float32 weight (dense or
+// packed) and of a bf16 one, rounding as a bf16 store does, so that Linear
+// gives what it gives on weights scaled before they were stored; it
+// records no scale there.
+func TestScaleWeightFolds(t *testing.T) {
+	const n, k, m, s = 32, 24, 5, float32(0.37)
+	be := cpu.New(cpu.NewDevice(0), nil)
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := normals(rng, m*k)
+	for _, dt := range []dtype.DType{dtype.F32, dtype.BF16} {
+		for _, packed := range []bool{true, false} {
+			raw, wv := storedWeights(rng, dt, n*k)
+			if dt == dtype.F32 {
+				raw = make([]byte, 4*n*k)
+				for i := range wv {
+					wv[i] = rng.NormFloat64()
+					binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(float32(wv[i])))
+				}
+			}
+			scaled := make([]byte, len(raw))
+			for i := range wv {
+				v := float32(wv[i]) * s
+				if dt == dtype.F32 {
+					binary.LittleEndian.PutUint32(scaled[4*i:], math.Float32bits(v))
+				} else {
+					binary.LittleEndian.PutUint16(scaled[2*i:], dtype.F32ToBF16(v))
+				}
+			}
+			tw := denseOrPacked(t, be, dt, raw, n, k, packed)
+			if err := be.ScaleWeight(tw, s); err != nil {
+				t.Fatal(err)
+			}
+			if tw.Scale() != 1 {
+				t.Fatalf("%s: a scale recorded (%g) on a weight that holds it", dt, tw.Scale())
+			}
+			want := denseOrPacked(t, be, dt, scaled, n, k, packed)
+			ops := tensor.NewOps(be)
+			xt := ops.Upload(x, m, k)
+			got, ref := ops.Download(ops.Linear(xt, tw, nil)), ops.Download(ops.Linear(xt, want, nil))
+			if err := ops.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, ref) {
+				t.Errorf("%s packed=%v: Linear over the folded weight differs from Linear over the weight scaled before storing", dt, packed)
+			}
+		}
+	}
 }

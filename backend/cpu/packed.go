@@ -204,7 +204,13 @@ func (be *Backend) packedLinear(w *tensor.Tensor, xs []float32, m int) (linearPa
 		if err != nil {
 			return nil, fmt.Errorf("cpu: linear: %w", err)
 		}
+		if s := w.Scale(); s != 1 {
+			sw = sw.Scaled(s)
+		}
 		return func(d []float32, beta float32) error { return g.SgemmStored(m, xs, k, sw, beta, d, n) }, nil
+	}
+	if w.Scale() != 1 {
+		return nil, fmt.Errorf("cpu: linear with weight %v: a recorded scale on a %s weight (only fp8 weights keep one)", w, w.DType())
 	}
 	if w.DType() == dtype.BF16 {
 		p, _ := be.bf16Packer()

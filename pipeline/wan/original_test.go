@@ -1,6 +1,8 @@
 package wan
 
 import (
+	"encoding/binary"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"ferry/checkpoint"
+	"ferry/dtype"
 )
 
 // originalName spells a diffusers transformer name as the Wan
@@ -53,19 +56,32 @@ func originalName(n string) string {
 // its weights in the original layout.
 func writeOriginal(t *testing.T, src, dst, comp string) {
 	t.Helper()
+	writeComponent(t, src, dst, comp, originalName, nil)
+}
+
+// writeComponent writes component comp of folder src into dst/comp, each
+// tensor renamed by name and, when conv is set, replaced by what conv
+// returns given its name in src (one tensor or several).
+func writeComponent(t *testing.T, src, dst, comp string, name func(string) string, conv func(from string, r checkpoint.RawTensor) []checkpoint.RawTensor) {
+	t.Helper()
 	s, err := checkpoint.OpenSet(filepath.Join(src, comp))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	var out []checkpoint.RawTensor
-	for _, name := range s.Names() {
-		info, _ := s.Lookup(name)
+	for _, n := range s.Names() {
+		info, _ := s.Lookup(n)
 		data := make([]byte, info.Size)
 		if err := s.ReadAt(info, data); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, checkpoint.RawTensor{Name: originalName(name), DType: info.DType, Shape: info.Shape, Data: data})
+		r := checkpoint.RawTensor{Name: name(n), DType: info.DType, Shape: info.Shape, Data: data}
+		if conv == nil {
+			out = append(out, r)
+			continue
+		}
+		out = append(out, conv(n, r)...)
 	}
 	if err := os.MkdirAll(filepath.Join(dst, comp), 0o755); err != nil {
 		t.Fatal(err)
@@ -116,4 +132,118 @@ func TestOriginalLayoutTransformer(t *testing.T) {
 	if !slices.Equal(got.Video, want.Video) {
 		t.Fatal("the original-layout folder's video differs from the diffusers-layout folder's")
 	}
+}
+
+// quantizeE4M3 returns the E4M3 code nearest v (no NaN codes).
+func quantizeE4M3(v float32) byte {
+	best, bestErr := byte(0), math.Inf(1)
+	for c := range 256 {
+		if c&0x7f == 0x7f {
+			continue
+		}
+		if e := math.Abs(float64(dtype.F8E4M3ToF32(byte(c)) - v)); e < bestErr {
+			best, bestErr = byte(c), e
+		}
+	}
+	return best
+}
+
+// scaledFP8 quantizes a 2-D float32 weight to E4M3 with a per-tensor scale
+// (its largest magnitude over E4M3's, 448), as ComfyUI's fp8_scaled files
+// store it: the fp8 weight and NAME.scale_weight; with the patch
+// embedding, the scaled_fp8 marker. The dequantized values (each code's
+// value times the scale, in float32) go to deq under comp and the
+// weight's diffusers name.
+func scaledFP8(deq map[string][]float32, comp string) func(string, checkpoint.RawTensor) []checkpoint.RawTensor {
+	return func(from string, r checkpoint.RawTensor) []checkpoint.RawTensor {
+		if from == "patch_embedding.weight" {
+			return []checkpoint.RawTensor{r, {Name: "model.diffusion_model.scaled_fp8", DType: dtype.F8E4M3, Shape: []int{0}}}
+		}
+		if len(r.Shape) != 2 || r.DType != dtype.F32 || !strings.HasSuffix(r.Name, ".weight") {
+			return []checkpoint.RawTensor{r}
+		}
+		vals := make([]float32, len(r.Data)/4)
+		var amax float32
+		for i := range vals {
+			vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(r.Data[4*i:]))
+			amax = max(amax, float32(math.Abs(float64(vals[i]))))
+		}
+		scale := amax / 448
+		codes := make([]byte, len(vals))
+		d := make([]float32, len(vals))
+		for i, v := range vals {
+			codes[i] = quantizeE4M3(v / scale)
+			d[i] = dtype.F8E4M3ToF32(codes[i]) * scale
+		}
+		deq[comp+from] = d
+		sc := make([]byte, 4)
+		binary.LittleEndian.PutUint32(sc, math.Float32bits(scale))
+		return []checkpoint.RawTensor{
+			{Name: r.Name, DType: dtype.F8E4M3, Shape: r.Shape, Data: codes},
+			{Name: strings.TrimSuffix(r.Name, "weight") + "scale_weight", DType: dtype.F32, Shape: []int{}, Data: sc},
+		}
+	}
+}
+
+// A transformer stored as ComfyUI's fp8_scaled files store it (the
+// original layout, fp8 Linear weights each with its scale_weight, the
+// scaled_fp8 marker) generates what the same weights dequantized to
+// float32 in diffusers' layout generate: within float32 rounding where
+// the fp8 weights stay fp8 and the GEMM applies the scale to the products
+// (AVX2 and AVX-512), bit for bit where they are widened to float32 with
+// the scale folded in (FERRY_CPU=generic).
+func TestScaledFP8Transformer(t *testing.T) {
+	src, _ := filepath.Abs(filepath.Join(moeDir, "pipeline"))
+	fp8, deqDir := t.TempDir(), t.TempDir()
+	deq := map[string][]float32{}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if name != Transformer && name != Transformer2 {
+			for _, d := range []string{fp8, deqDir} {
+				if err := os.Symlink(filepath.Join(src, name), filepath.Join(d, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			continue
+		}
+		writeComponent(t, src, fp8, name, originalName, scaledFP8(deq, name+"/"))
+		f := filepath.Join(fp8, name, "diffusion_pytorch_model.safetensors")
+		s, err := checkpoint.OpenSet(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Scale("model.diffusion_model.blocks.0.self_attn.q.weight"); got == 1 {
+			t.Fatal("the fp8 file has no scale for blocks.0.self_attn.q")
+		}
+		s.Close()
+		writeComponent(t, src, deqDir, name, func(n string) string { return n }, func(from string, r checkpoint.RawTensor) []checkpoint.RawTensor {
+			if d, ok := deq[name+"/"+from]; ok {
+				r.Data = make([]byte, 4*len(d))
+				for i, v := range d {
+					binary.LittleEndian.PutUint32(r.Data[4*i:], math.Float32bits(v))
+				}
+			}
+			return []checkpoint.RawTensor{r}
+		})
+	}
+	if len(deq) == 0 {
+		t.Fatal("no weight was quantized")
+	}
+	want := runMoE(t, deqDir, nil, moeRequest(t))
+	got := runMoE(t, fp8, nil, moeRequest(t))
+	var worst float64
+	for i := range want.Video {
+		worst = max(worst, math.Abs(float64(got.Video[i]-want.Video[i])))
+	}
+	// Pixels are in [0, 1]; float32 rounding of the products moves them by
+	// about 1e-6 here. A scale left out or applied twice moves them by
+	// whole percents.
+	if worst > 1e-4 {
+		t.Fatalf("the scaled fp8 folder's video differs from the dequantized one's by up to %g", worst)
+	}
+	t.Logf("largest pixel difference %g", worst)
 }
