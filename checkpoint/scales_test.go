@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"encoding/binary"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -74,4 +75,41 @@ func TestScalesRefused(t *testing.T) {
 			t.Errorf("%s: got %v, want one line naming %q", c.name, err, c.want)
 		}
 	}
+}
+
+// FuzzOpenScaled opens arbitrary headers over 64 bytes of data as a whole
+// set: scales are taken out of the names or the file is refused in one
+// line, and every scale left is finite and belongs to a tensor.
+func FuzzOpenScaled(f *testing.F) {
+	f.Add(`{"a.weight":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]},"a.scale_weight":{"dtype":"F32","shape":[],"data_offsets":[4,8]},"scaled_fp8":{"dtype":"F8_E4M3","shape":[0],"data_offsets":[8,8]}}`)
+	f.Add(`{"a.weight":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]},"a.scale_weight":{"dtype":"BF16","shape":[1],"data_offsets":[2,4]},"a.scale_input":{"dtype":"F32","shape":[],"data_offsets":[4,8]}}`)
+	f.Add(`{"scale_weight":{"dtype":"F32","shape":[],"data_offsets":[0,4]},"weight":{"dtype":"F16","shape":[2],"data_offsets":[4,8]}}`)
+	f.Fuzz(func(t *testing.T, header string) {
+		path := filepath.Join(t.TempDir(), "f.safetensors")
+		data := rawFile(header, 64)
+		for i := range 64 {
+			data[len(data)-64+i] = byte(i * 37) // some scales finite, some not
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := OpenSet(path)
+		if err != nil {
+			if strings.ContainsAny(err.Error(), "\n\r") {
+				t.Fatalf("error %q is not one line", err)
+			}
+			return
+		}
+		defer s.Close()
+		for _, n := range s.Names() {
+			if isLeaf(n, scaleSuffix) || isLeaf(n, scaledMarker) || isLeaf(n, inputScaleSuffix) {
+				t.Fatalf("%s left among the weights", n)
+			}
+		}
+		for w, v := range s.scales {
+			if _, ok := s.Lookup(w); !ok || math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				t.Fatalf("scale %v for %q: not a finite scale of a tensor the set holds", v, w)
+			}
+		}
+	})
 }
