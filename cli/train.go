@@ -243,7 +243,7 @@ func openTransformer(dir string) (wan.Config, *checkpoint.Set, error) {
 	if err != nil {
 		return wan.Config{}, nil, userf("--model %v", err)
 	}
-	set, err := checkpoint.OpenSet(dir)
+	set, err := checkpoint.OpenSetAs(dir, wan.Class)
 	if err != nil {
 		return wan.Config{}, nil, userf("--model %s: %v", dir, err)
 	}

@@ -1,0 +1,174 @@
+// Package wantest writes Wan transformer checkpoints in the other layouts
+// users download, for tests: the Wan repositories' own names (ComfyUI's
+// files, under "model.diffusion_model.") and ComfyUI's scaled fp8. Only
+// tests import it.
+package wantest
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"ferry/checkpoint"
+	"ferry/dtype"
+)
+
+// OriginalPrefix wraps the names of ComfyUI's single-file checkpoints.
+const OriginalPrefix = "model.diffusion_model."
+
+var (
+	blockNorm2 = regexp.MustCompile(`^(blocks\.\d+)\.norm2\.`)
+	blockMod   = regexp.MustCompile(`^(blocks\.\d+)\.scale_shift_table$`)
+)
+
+// OriginalName spells a diffusers transformer name as the Wan repositories
+// do (the inverse of model/wan's mapping, written out separately), under
+// ComfyUI's prefix.
+func OriginalName(n string) string {
+	for _, r := range [][2]string{
+		{"condition_embedder.image_embedder.norm1", "img_emb.proj.0"},
+		{"condition_embedder.image_embedder.ff.net.0.proj", "img_emb.proj.1"},
+		{"condition_embedder.image_embedder.ff.net.2", "img_emb.proj.3"},
+		{"condition_embedder.image_embedder.norm2", "img_emb.proj.4"},
+		{"condition_embedder.image_embedder.pos_embed", "img_emb.emb_pos"},
+		{"condition_embedder.time_embedder.linear_1", "time_embedding.0"},
+		{"condition_embedder.time_embedder.linear_2", "time_embedding.2"},
+		{"condition_embedder.text_embedder.linear_1", "text_embedding.0"},
+		{"condition_embedder.text_embedder.linear_2", "text_embedding.2"},
+		{"condition_embedder.time_proj", "time_projection.1"},
+		{"attn1.to_out.0", "self_attn.o"},
+		{"attn2.to_out.0", "cross_attn.o"},
+		{"attn2.add_k_proj", "cross_attn.k_img"},
+		{"attn2.add_v_proj", "cross_attn.v_img"},
+		{"attn2.norm_added_k", "cross_attn.norm_k_img"},
+		{"attn1.to_", "self_attn."},
+		{"attn2.to_", "cross_attn."},
+		{"attn1.", "self_attn."},
+		{"attn2.", "cross_attn."},
+		{"ffn.net.0.proj", "ffn.0"},
+		{"ffn.net.2", "ffn.2"},
+		{"proj_out", "head.head"},
+	} {
+		n = strings.ReplaceAll(n, r[0], r[1])
+	}
+	n = blockNorm2.ReplaceAllString(n, "$1.norm3.")
+	n = blockMod.ReplaceAllString(n, "$1.modulation")
+	if n == "scale_shift_table" {
+		n = "head.modulation"
+	}
+	return OriginalPrefix + n
+}
+
+// Same keeps a name.
+func Same(n string) string { return n }
+
+// Convert replaces one tensor, given its name in the source, by one or
+// several.
+type Convert func(from string, r checkpoint.RawTensor) []checkpoint.RawTensor
+
+// WriteComponent writes the weights of component folder src (config.json
+// and one or more safetensors) into folder dst as one file, each tensor
+// renamed by name and, when conv is set, replaced by what conv returns.
+func WriteComponent(t *testing.T, src, dst string, name func(string) string, conv Convert) {
+	t.Helper()
+	s, err := checkpoint.OpenSet(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var out []checkpoint.RawTensor
+	for _, n := range s.Names() {
+		info, _ := s.Lookup(n)
+		data := make([]byte, info.Size)
+		if err := s.ReadAt(info, data); err != nil {
+			t.Fatal(err)
+		}
+		r := checkpoint.RawTensor{Name: name(n), DType: info.DType, Shape: info.Shape, Data: data}
+		if conv == nil {
+			out = append(out, r)
+			continue
+		}
+		out = append(out, conv(n, r)...)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.WriteFile(filepath.Join(dst, "diffusion_pytorch_model.safetensors"), out, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// quantizeE4M3 returns the E4M3 code nearest v (no NaN codes).
+func quantizeE4M3(v float32) byte {
+	best, bestErr := byte(0), math.Inf(1)
+	for c := range 256 {
+		if c&0x7f == 0x7f {
+			continue
+		}
+		if e := math.Abs(float64(dtype.F8E4M3ToF32(byte(c)) - v)); e < bestErr {
+			best, bestErr = byte(c), e
+		}
+	}
+	return best
+}
+
+// ScaledFP8 quantizes every 2-D float32 weight to E4M3 with a per-tensor
+// scale (its largest magnitude over E4M3's, 448), as ComfyUI's fp8_scaled
+// files store it: the fp8 weight and NAME.scale_weight; with the patch
+// embedding, the scaled_fp8 marker. Each weight's dequantized values (code
+// value times scale, in float32) go to deq under its source name.
+func ScaledFP8(deq map[string][]float32) Convert {
+	return func(from string, r checkpoint.RawTensor) []checkpoint.RawTensor {
+		if from == "patch_embedding.weight" {
+			return []checkpoint.RawTensor{r, {Name: strings.TrimSuffix(r.Name, "patch_embedding.weight") + "scaled_fp8", DType: dtype.F8E4M3, Shape: []int{0}}}
+		}
+		if len(r.Shape) != 2 || r.DType != dtype.F32 || !strings.HasSuffix(r.Name, ".weight") {
+			return []checkpoint.RawTensor{r}
+		}
+		vals := make([]float32, len(r.Data)/4)
+		var amax float32
+		for i := range vals {
+			vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(r.Data[4*i:]))
+			amax = max(amax, float32(math.Abs(float64(vals[i]))))
+		}
+		scale := amax / 448
+		codes := make([]byte, len(vals))
+		d := make([]float32, len(vals))
+		for i, v := range vals {
+			codes[i] = quantizeE4M3(v / scale)
+			d[i] = dtype.F8E4M3ToF32(codes[i]) * scale
+		}
+		deq[from] = d
+		sc := make([]byte, 4)
+		binary.LittleEndian.PutUint32(sc, math.Float32bits(scale))
+		return []checkpoint.RawTensor{
+			{Name: r.Name, DType: dtype.F8E4M3, Shape: r.Shape, Data: codes},
+			{Name: strings.TrimSuffix(r.Name, "weight") + "scale_weight", DType: dtype.F32, Shape: []int{}, Data: sc},
+		}
+	}
+}
+
+// Dequantized replaces each weight ScaledFP8 quantized by its dequantized
+// float32 values (deq, by source name).
+func Dequantized(deq map[string][]float32) Convert {
+	return func(from string, r checkpoint.RawTensor) []checkpoint.RawTensor {
+		if d, ok := deq[from]; ok {
+			r.Data = make([]byte, 4*len(d))
+			for i, v := range d {
+				binary.LittleEndian.PutUint32(r.Data[4*i:], math.Float32bits(v))
+			}
+		}
+		return []checkpoint.RawTensor{r}
+	}
+}
