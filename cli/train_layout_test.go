@@ -19,7 +19,7 @@ func TestTrainScaledFP8Base(t *testing.T) {
 	src, _ := filepath.Abs(trainGoldenModel)
 	deq := map[string][]float32{}
 	fp8, f32 := filepath.Join(dir, "fp8"), filepath.Join(dir, "f32")
-	wantest.WriteComponent(t, src, fp8, wantest.OriginalName, wantest.ScaledFP8(deq))
+	wantest.WriteComponent(t, src, fp8, wantest.OriginalName, wantest.ScaledFP8(deq, nil))
 	wantest.WriteComponent(t, src, f32, wantest.Same, wantest.Dequantized(deq))
 	if len(deq) == 0 {
 		t.Fatal("no weight was quantized")

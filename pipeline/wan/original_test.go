@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"ferry/checkpoint"
@@ -68,7 +69,7 @@ func TestScaledFP8Transformer(t *testing.T) {
 	deq := map[string]map[string][]float32{}
 	layoutFolder(t, fp8, func(src, dst string) {
 		deq[src] = map[string][]float32{}
-		wantest.WriteComponent(t, src, dst, wantest.OriginalName, wantest.ScaledFP8(deq[src]))
+		wantest.WriteComponent(t, src, dst, wantest.OriginalName, wantest.ScaledFP8(deq[src], nil))
 	})
 	layoutFolder(t, deqDir, func(src, dst string) {
 		wantest.WriteComponent(t, src, dst, wantest.Same, wantest.Dequantized(deq[src]))
@@ -93,6 +94,54 @@ func TestScaledFP8Transformer(t *testing.T) {
 	// whole percents (the quantization alone moves them by 2e-3).
 	if worst > 1e-4 {
 		t.Fatalf("the scaled fp8 folder's video differs from the dequantized one's by up to %g", worst)
+	}
+	t.Logf("largest pixel difference %g", worst)
+}
+
+// ComfyUI's scaled fp8 text encoders keep UMT5's names (transformers'),
+// with fp8 Linear weights and their scale_weight beside them: put in place
+// of a folder's text_encoder weights, they give the video the weights
+// dequantized to float32 give, to float32 rounding (bit for bit under
+// FERRY_CPU=generic). The embedding tables stay wide, as ComfyUI leaves
+// them (a scaled row table is refused).
+func TestScaledFP8TextEncoder(t *testing.T) {
+	src, _ := filepath.Abs(filepath.Join(moeDir, "pipeline"))
+	tables := func(from string) bool {
+		return from == "shared.weight" || from == "encoder.embed_tokens.weight" || strings.Contains(from, "relative_attention_bias")
+	}
+	deq := map[string][]float32{}
+	folder := func(conv wantest.Convert) string {
+		dst := t.TempDir()
+		ents, err := os.ReadDir(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if e.Name() == TextEncoder {
+				wantest.WriteComponent(t, filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), wantest.Same, conv)
+				continue
+			}
+			if err := os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dst
+	}
+	fp8 := folder(wantest.ScaledFP8(deq, tables))
+	if len(deq) == 0 {
+		t.Fatal("no text-encoder weight was quantized")
+	}
+	f32 := folder(wantest.Dequantized(deq))
+	r := moeRequest(t)
+	r.Steps = 1
+	want := runMoE(t, f32, nil, r)
+	got := runMoE(t, fp8, nil, r)
+	var worst float64
+	for i := range want.Video {
+		worst = max(worst, math.Abs(float64(got.Video[i]-want.Video[i])))
+	}
+	if worst > 1e-4 {
+		t.Fatalf("the scaled fp8 text encoder's video differs from the dequantized one's by up to %g", worst)
 	}
 	t.Logf("largest pixel difference %g", worst)
 }

@@ -126,14 +126,15 @@ func quantizeE4M3(v float32) byte {
 // ScaledFP8 quantizes every 2-D float32 weight to E4M3 with a per-tensor
 // scale (its largest magnitude over E4M3's, 448), as ComfyUI's fp8_scaled
 // files store it: the fp8 weight and NAME.scale_weight; with the patch
-// embedding, the scaled_fp8 marker. Each weight's dequantized values (code
-// value times scale, in float32) go to deq under its source name.
-func ScaledFP8(deq map[string][]float32) Convert {
+// embedding, the scaled_fp8 marker. Tensors keep names are left as they
+// are (nil: none). Each weight's dequantized values (code value times
+// scale, in float32) go to deq under its source name.
+func ScaledFP8(deq map[string][]float32, keep func(from string) bool) Convert {
 	return func(from string, r checkpoint.RawTensor) []checkpoint.RawTensor {
 		if from == "patch_embedding.weight" {
 			return []checkpoint.RawTensor{r, {Name: strings.TrimSuffix(r.Name, "patch_embedding.weight") + "scaled_fp8", DType: dtype.F8E4M3, Shape: []int{0}}}
 		}
-		if len(r.Shape) != 2 || r.DType != dtype.F32 || !strings.HasSuffix(r.Name, ".weight") {
+		if len(r.Shape) != 2 || r.DType != dtype.F32 || !strings.HasSuffix(r.Name, ".weight") || keep != nil && keep(from) {
 			return []checkpoint.RawTensor{r}
 		}
 		vals := make([]float32, len(r.Data)/4)
