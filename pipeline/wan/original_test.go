@@ -145,3 +145,37 @@ func TestScaledFP8TextEncoder(t *testing.T) {
 	}
 	t.Logf("largest pixel difference %g", worst)
 }
+
+// A VAE stored as Wan2.1_VAE.pth and ComfyUI's wan_2.1_vae.safetensors
+// store it (encoder.downsamples, decoder.upsamples, middle, head) decodes
+// the golden case bit for bit as the diffusers-layout VAE does.
+func TestOriginalLayoutVAE(t *testing.T) {
+	src, _ := filepath.Abs(filepath.Join(moeDir, "pipeline"))
+	dst := t.TempDir()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() == VAE {
+			wantest.WriteComponent(t, filepath.Join(src, VAE), filepath.Join(dst, VAE), wantest.OriginalVAEName, nil)
+			continue
+		}
+		if err := os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := checkpoint.OpenSet(filepath.Join(dst, VAE))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(raw.Names(), "decoder.upsamples.0.residual.0.gamma") {
+		t.Fatalf("the rewritten VAE is not in the original layout: %v", raw.Names()[:4])
+	}
+	raw.Close()
+	want := runMoE(t, "", nil, moeRequest(t))
+	got := runMoE(t, dst, nil, moeRequest(t))
+	if !slices.Equal(got.Video, want.Video) {
+		t.Fatal("the original-layout VAE's video differs from the diffusers-layout VAE's")
+	}
+}

@@ -1,15 +1,17 @@
-// Package wantest writes Wan transformer checkpoints in the other layouts
-// users download, for tests: the Wan repositories' own names (ComfyUI's
-// files, under "model.diffusion_model.") and ComfyUI's scaled fp8. Only
-// tests import it.
+// Package wantest writes Wan checkpoints in the other layouts users
+// download, for tests: the Wan repositories' own names (ComfyUI's files,
+// the transformer's under "model.diffusion_model.", and the VAE's) and
+// ComfyUI's scaled fp8. Only tests import it.
 package wantest
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -172,4 +174,59 @@ func Dequantized(deq map[string][]float32) Convert {
 		}
 		return []checkpoint.RawTensor{r}
 	}
+}
+
+// vaeParts are a residual block's layers in diffusers' names and the
+// original Sequential's indices.
+var vaeParts = [][2]string{
+	{"norm1.gamma", "residual.0.gamma"}, {"conv1.", "residual.2."}, {"norm2.gamma", "residual.3.gamma"},
+	{"conv2.", "residual.6."}, {"conv_shortcut.", "shortcut."},
+}
+
+var (
+	vaeUpResnet  = regexp.MustCompile(`^decoder\.up_blocks\.(\d)\.resnets\.(\d)\.(.*)$`)
+	vaeUpsampler = regexp.MustCompile(`^decoder\.up_blocks\.(\d)\.upsamplers\.0\.(.*)$`)
+	vaeMid       = regexp.MustCompile(`^(encoder|decoder)\.mid_block\.(resnets|attentions)\.(\d)\.(.*)$`)
+	vaeDown      = regexp.MustCompile(`^encoder\.down_blocks\.(\d+)\.(.*)$`)
+)
+
+func vaePart(p string) string {
+	for _, r := range vaeParts {
+		if rest, ok := strings.CutPrefix(p, r[0]); ok {
+			return r[1] + rest
+		}
+	}
+	return p
+}
+
+// OriginalVAEName spells a diffusers Wan 2.1 VAE name as Wan2.1_VAE.pth
+// (and ComfyUI's wan_2.1_vae.safetensors) does, written out separately
+// from model/wanvae's mapping.
+func OriginalVAEName(n string) string {
+	atoi := func(s string) int { v, _ := strconv.Atoi(s); return v }
+	switch {
+	case strings.HasPrefix(n, "quant_conv."):
+		return "conv1." + strings.TrimPrefix(n, "quant_conv.")
+	case strings.HasPrefix(n, "post_quant_conv."):
+		return "conv2." + strings.TrimPrefix(n, "post_quant_conv.")
+	}
+	if m := vaeUpResnet.FindStringSubmatch(n); m != nil {
+		return fmt.Sprintf("decoder.upsamples.%d.%s", 4*atoi(m[1])+atoi(m[2]), vaePart(m[3]))
+	}
+	if m := vaeUpsampler.FindStringSubmatch(n); m != nil {
+		return fmt.Sprintf("decoder.upsamples.%d.%s", 4*atoi(m[1])+3, m[2])
+	}
+	if m := vaeMid.FindStringSubmatch(n); m != nil {
+		if m[2] == "attentions" {
+			return m[1] + ".middle.1." + m[4]
+		}
+		return fmt.Sprintf("%s.middle.%d.%s", m[1], 2*atoi(m[3]), vaePart(m[4]))
+	}
+	if m := vaeDown.FindStringSubmatch(n); m != nil {
+		return "encoder.downsamples." + m[1] + "." + vaePart(m[2])
+	}
+	for _, r := range [][2]string{{".conv_in.", ".conv1."}, {".norm_out.", ".head.0."}, {".conv_out.", ".head.2."}} {
+		n = strings.Replace(n, r[0], r[1], 1)
+	}
+	return n
 }
