@@ -73,7 +73,9 @@ type Shared struct {
 var Shareable = []string{TextEncoder, VAE}
 
 // RegisterShared declares only component name with the executor, as
-// Register would: the runtime that holds a shared component.
+// Register would: the runtime that holds a shared component. A VAE is
+// registered as its own folder needs it (the decoder alone for text to
+// video), so image-to-video members need an image-to-video holder.
 func (p *Pipeline) RegisterShared(ex *residency.Executor, name string) error {
 	if name != TextEncoder && name != VAE {
 		return fmt.Errorf("%s cannot be shared (%s and %s can)", name, TextEncoder, VAE)
