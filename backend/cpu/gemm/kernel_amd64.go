@@ -16,8 +16,8 @@ var avx512Kernel = &kernel{
 // avx2Kernel: 6×16 tiles, 12 ymm accumulators (the classic Haswell shape).
 var avx2Kernel = &kernel{
 	name: "avx2", mr: 6, nr: 16,
-	byRows: sgemmAVX2Kernels[:],
-	kc:     256, mc: 144, nc: 4096, streamRows: 256,
+	byRows: sgemmAVX2Kernels[:], copyRows8: true,
+	kc: 256, mc: 144, nc: 4096, streamRows: 256,
 }
 
 // hasAVX512 says whether the AVX-512 kernels may run: the CPU and OS

@@ -122,3 +122,64 @@ func BenchmarkBF16Kernel(b *testing.B) {
 		}
 	}
 }
+
+// The AVX2 kernel packs transposed A panels with copyRows8: every row
+// count up to 8, row strides below and above 8, and nothing written past
+// the panel (its unmasked steps write into the next step's place only).
+func TestCopyRows8(t *testing.T) {
+	if !hasKernel("avx2") {
+		t.Skip("CPU lacks AVX2+FMA (or FERRY_CPU caps it): copyRows8 is not used here")
+	}
+	for rows := 1; rows <= 8; rows++ {
+		for _, lda := range []int{rows, 8, 13} {
+			if lda < rows {
+				continue
+			}
+			for _, kc := range []int{1, 2, 5, 17} {
+				src := make([]float32, (kc-1)*lda+rows)
+				for i := range src {
+					src[i] = float32(i + 1)
+				}
+				panel := make([]float32, kc*rows+9)
+				for i := range panel {
+					panel[i] = -1
+				}
+				avx2Kernel.packRowsContiguous(panel[:kc*rows], src, lda, 0, rows, 0, kc)
+				for i, got := range panel {
+					want := float32(-1)
+					if i < kc*rows {
+						want = src[(i/rows)*lda+i%rows]
+					}
+					if got != want {
+						t.Fatalf("rows=%d lda=%d kc=%d: panel[%d] = %g, want %g", rows, lda, kc, i, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPackTransposedA times packing one 6-row panel of a transposed
+// A (attention's and convolution's products) with the AVX2 kernel's
+// copyRows8 and with a copy per step, interleaved.
+func BenchmarkPackTransposedA(b *testing.B) {
+	if !hasKernel("avx2") {
+		b.Skip("CPU lacks AVX2+FMA")
+	}
+	const rows, kc, lda = 6, 256, 64
+	src := make([]float32, kc*lda)
+	panel := make([]float32, kc*rows)
+	perStep := *avx2Kernel
+	perStep.copyRows8 = false
+	for _, v := range []struct {
+		name string
+		kn   *kernel
+	}{{"copyRows8", avx2Kernel}, {"copy-per-step", &perStep}} {
+		b.Run(v.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				v.kn.packRowsContiguous(panel, src, lda, 0, rows, 0, kc)
+			}
+			b.ReportMetric(float64(rows*kc)*float64(b.N)/float64(b.Elapsed().Nanoseconds()), "elem/ns")
+		})
+	}
+}

@@ -17,6 +17,11 @@ func copyRows16(dst, src *float32, lda, rows, kc int) {
 	panic("gemm: copyRows16 needs AVX-512")
 }
 
+// copyRows8 likewise: only the AVX2 kernel calls it.
+func copyRows8(dst, src *float32, lda, rows, kc, fast int) {
+	panic("gemm: copyRows8 needs AVX2")
+}
+
 // hasExpand: the vectorised expanding packers are amd64 assembly.
 func hasExpand() bool { return false }
 

@@ -54,8 +54,9 @@ func (kn *kernel) packRowsStrided(panel, a []float32, lda, r0, rows, p0, kc int)
 // (the rows of one k step are contiguous): panel[p·rows + r] =
 // a[(p0+p)·lda + r0+r].
 //
-// The rows of one step (14 with AVX-512) are too few for a memmove call
-// per step to pay off: with AVX-512 each step is one masked load and store.
+// The rows of one step (14 with AVX-512, 6 with AVX2) are too few for a
+// memmove call per step to pay off: with AVX-512 each step is one masked
+// load and store, with AVX2 one 8-float load and store.
 // (Convolutions pack their im2col tiles this way; for 96 output channels
 // the calls took as long as the products.)
 func (kn *kernel) packRowsContiguous(panel, a []float32, lda, r0, rows, p0, kc int) {
@@ -66,6 +67,16 @@ func (kn *kernel) packRowsContiguous(panel, a []float32, lda, r0, rows, p0, kc i
 		_ = panel[kc*rows-1]
 		_ = a[(p0+kc-1)*lda+r0+rows-1]
 		copyRows16(&panel[0], &a[p0*lda+r0], lda, rows, kc)
+		return
+	}
+	if kn.copyRows8 && rows <= 8 {
+		_ = panel[kc*rows-1]
+		_ = a[(p0+kc-1)*lda+r0+rows-1]
+		fast := 0
+		if lda >= 8 && rows >= 4 {
+			fast = kc - 1 // every step but the last has a later one
+		}
+		copyRows8(&panel[0], &a[p0*lda+r0], lda, rows, kc, fast)
 		return
 	}
 	for p := range kc {
