@@ -22,8 +22,8 @@ type kernel struct {
 	// masked kernels write partial-width tiles themselves; others get a
 	// full-width scratch tile that the driver merges into C.
 	masked bool
-	// copyRows8 says copyRows8 (AVX2) may pack transposed A panels.
-	copyRows8 bool
+	// copyRows8 and transpose8 (AVX2) may pack A and B panels.
+	copyRows8, transpose8 bool
 	// transpose says transpose16 (AVX-512) may be used while packing.
 	transpose bool
 	// Cache blocking: kc steps of K per packed panel (the B micro-panel,

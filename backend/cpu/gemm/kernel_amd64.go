@@ -16,7 +16,7 @@ var avx512Kernel = &kernel{
 // avx2Kernel: 6×16 tiles, 12 ymm accumulators (the classic Haswell shape).
 var avx2Kernel = &kernel{
 	name: "avx2", mr: 6, nr: 16,
-	byRows: sgemmAVX2Kernels[:], copyRows8: true,
+	byRows: sgemmAVX2Kernels[:], copyRows8: true, transpose8: true,
 	kc: 256, mc: 144, nc: 4096, streamRows: 256,
 }
 

@@ -183,3 +183,41 @@ func BenchmarkPackTransposedA(b *testing.B) {
 		})
 	}
 }
+
+// transpose8 (AVX2) writes the transpose of a rows×8 block, missing rows
+// as zero, and with maskLast stores only the low rows lanes of its last
+// row.
+func TestTranspose8(t *testing.T) {
+	if !hasKernel("avx2") {
+		t.Skip("CPU lacks AVX2+FMA (or FERRY_CPU caps it): transpose8 is not used here")
+	}
+	const srcStride, dstStride = 19, 21
+	src := make([]float32, 8*srcStride)
+	for i := range src {
+		src[i] = float32(i + 1)
+	}
+	for rows := 1; rows <= 8; rows++ {
+		for _, maskLast := range []int{0, 1} {
+			dst := make([]float32, 8*dstStride)
+			for i := range dst {
+				dst[i] = -1
+			}
+			transpose8(&dst[0], dstStride, &src[0], srcStride, rows, maskLast)
+			for p := range 8 {
+				for r := range dstStride {
+					got := dst[p*dstStride+r]
+					want := float32(-1) // untouched
+					switch {
+					case r < rows:
+						want = src[r*srcStride+p]
+					case r < 8 && (p < 7 || maskLast == 0):
+						want = 0 // missing rows read as zero
+					}
+					if got != want {
+						t.Fatalf("rows=%d maskLast=%d: dst[%d][%d] = %g, want %g", rows, maskLast, p, r, got, want)
+					}
+				}
+			}
+		}
+	}
+}

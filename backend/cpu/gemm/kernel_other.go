@@ -22,6 +22,11 @@ func copyRows8(dst, src *float32, lda, rows, kc, fast int) {
 	panic("gemm: copyRows8 needs AVX2")
 }
 
+// transpose8 likewise.
+func transpose8(dst *float32, dstStride int, src *float32, srcStride int, rows, maskLast int) {
+	panic("gemm: transpose8 needs AVX2")
+}
+
 // hasExpand: the vectorised expanding packers are amd64 assembly.
 func hasExpand() bool { return false }
 

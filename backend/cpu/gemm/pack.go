@@ -39,6 +39,15 @@ func (kn *kernel) packRowsStrided(panel, a []float32, lda, r0, rows, p0, kc int)
 			transpose16(&dst[0], rows, &src[0], lda, rows, 1<<rows-1)
 		}
 	}
+	// AVX2: 8 steps at a time; its stores spill into the next step's place
+	// (rows ≥ 4) but for the last, which is masked.
+	if kn.transpose8 && rows >= 4 && rows <= 8 {
+		for ; p+8 <= kc; p += 8 {
+			src := a[r0*lda+p0+p : (r0+rows-1)*lda+p0+p+8]
+			dst := panel[p*rows : (p+8)*rows]
+			transpose8(&dst[0], rows, &src[0], lda, rows, 1)
+		}
+	}
 	if p == kc {
 		return
 	}
@@ -134,6 +143,22 @@ func (kn *kernel) packColsStrided(panel, b []float32, ldb, jq, cols, p0, kc int)
 				}
 				src := b[(jq+g)*ldb+p0+p : (jq+g+n-1)*ldb+p0+p+16]
 				transpose16(&dst[0], nr, &src[0], ldb, n, 0xffff)
+			}
+		}
+	}
+	if kn.transpose8 && nr%8 == 0 {
+		for ; p+8 <= kc; p += 8 {
+			for g := 0; g < nr; g += 8 {
+				n := min(8, cols-g)
+				dst := panel[p*nr+g : (p+7)*nr+g+8]
+				if n <= 0 {
+					for i := range 8 {
+						clear(dst[i*nr : i*nr+8])
+					}
+					continue
+				}
+				src := b[(jq+g)*ldb+p0+p : (jq+g+n-1)*ldb+p0+p+8]
+				transpose8(&dst[0], nr, &src[0], ldb, n, 0)
 			}
 		}
 	}

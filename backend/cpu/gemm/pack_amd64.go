@@ -14,3 +14,10 @@ func copyRows16(dst, src *float32, lda, rows, kc int)
 //
 //go:noescape
 func copyRows8(dst, src *float32, lda, rows, kc, fast int)
+
+// transpose8 is transpose16 for AVX2: the transpose of a rows×8 block
+// (rows ≤ 8, missing rows zero) as 8 rows of 8 floats dstStride apart, the
+// last stored under the mask of the low rows lanes when maskLast is set.
+//
+//go:noescape
+func transpose8(dst *float32, dstStride int, src *float32, srcStride int, rows, maskLast int)

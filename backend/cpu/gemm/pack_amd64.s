@@ -78,6 +78,114 @@ done8:
 	VZEROUPPER
 	RET
 
+// func transpose8(dst *float32, dstStride int, src *float32, srcStride int, rows, maskLast int)
+//
+// transpose16 for AVX2: writes the transpose of a rows×8 block of src
+// (rows ≤ 8, row stride srcStride; missing rows read as zero) as 8 rows
+// of 8 floats, dstStride apart: dst[i·dstStride + r] = src[r·srcStride +
+// i]. Each row's store is 8 floats wide; with maskLast the last one is
+// stored under the mask of the low rows lanes, so that nothing is written
+// past a block packed rows apart (dstStride = rows ≥ 4: each other store's
+// extra lanes are the next row's place, written over by it).
+TEXT ·transpose8(SB), NOSPLIT, $0-48
+	MOVQ   dst+0(FP), DI
+	MOVQ   dstStride+8(FP), R8
+	SHLQ   $2, R8
+	MOVQ   src+16(FP), SI
+	MOVQ   srcStride+24(FP), R9
+	SHLQ   $2, R9
+	MOVQ   rows+32(FP), CX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VMOVUPS (SI), Y0
+	CMPQ    CX, $1
+	JEQ     t8_loaded
+	ADDQ    R9, SI
+	VMOVUPS (SI), Y1
+	CMPQ    CX, $2
+	JEQ     t8_loaded
+	ADDQ    R9, SI
+	VMOVUPS (SI), Y2
+	CMPQ    CX, $3
+	JEQ     t8_loaded
+	ADDQ    R9, SI
+	VMOVUPS (SI), Y3
+	CMPQ    CX, $4
+	JEQ     t8_loaded
+	ADDQ    R9, SI
+	VMOVUPS (SI), Y4
+	CMPQ    CX, $5
+	JEQ     t8_loaded
+	ADDQ    R9, SI
+	VMOVUPS (SI), Y5
+	CMPQ    CX, $6
+	JEQ     t8_loaded
+	ADDQ    R9, SI
+	VMOVUPS (SI), Y6
+	CMPQ    CX, $7
+	JEQ     t8_loaded
+	ADDQ    R9, SI
+	VMOVUPS (SI), Y7
+
+t8_loaded:
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y9
+	VUNPCKLPS  Y3, Y2, Y10
+	VUNPCKHPS  Y3, Y2, Y11
+	VUNPCKLPS  Y5, Y4, Y12
+	VUNPCKHPS  Y5, Y4, Y13
+	VUNPCKLPS  Y7, Y6, Y14
+	VUNPCKHPS  Y7, Y6, Y15
+	VSHUFPS    $0x44, Y10, Y8, Y0
+	VSHUFPS    $0xEE, Y10, Y8, Y1
+	VSHUFPS    $0x44, Y11, Y9, Y2
+	VSHUFPS    $0xEE, Y11, Y9, Y3
+	VSHUFPS    $0x44, Y14, Y12, Y4
+	VSHUFPS    $0xEE, Y14, Y12, Y5
+	VSHUFPS    $0x44, Y15, Y13, Y6
+	VSHUFPS    $0xEE, Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	VMOVUPS    Y8, (DI)
+	ADDQ       R8, DI
+	VMOVUPS    Y9, (DI)
+	ADDQ       R8, DI
+	VMOVUPS    Y10, (DI)
+	ADDQ       R8, DI
+	VMOVUPS    Y11, (DI)
+	ADDQ       R8, DI
+	VMOVUPS    Y12, (DI)
+	ADDQ       R8, DI
+	VMOVUPS    Y13, (DI)
+	ADDQ       R8, DI
+	VMOVUPS    Y14, (DI)
+	ADDQ       R8, DI
+	MOVQ       maskLast+40(FP), AX
+	TESTQ      AX, AX
+	JNE        t8_masked
+	VMOVUPS    Y15, (DI)
+	VZEROUPPER
+	RET
+
+t8_masked:
+	NEGQ       CX
+	LEAQ       rowMask<>+32(SB), R10
+	VMOVDQU    (R10)(CX*4), Y0
+	VMASKMOVPS Y15, Y0, (DI)
+	VZEROUPPER
+	RET
+
 // rowMask: eight all-ones lanes then eight zero lanes; the 8 lanes at
 // +32-4n are the mask of the low n.
 DATA rowMask<>+0(SB)/4, $0xffffffff
