@@ -12,9 +12,9 @@ import (
 	"ferry/model/wan/wantest"
 )
 
-// layoutFolder makes dst a copy of the golden A14B folder (other
-// components linked) whose experts write rewrites.
-func layoutFolder(t *testing.T, dst string, write func(src, dst string)) {
+// layoutFolder makes dst a copy of the golden A14B folder in which write
+// rewrites the components comps names and the others are linked.
+func layoutFolder(t *testing.T, dst string, comps []string, write func(src, dst string)) {
 	t.Helper()
 	src, _ := filepath.Abs(filepath.Join(moeDir, "pipeline"))
 	ents, err := os.ReadDir(src)
@@ -22,7 +22,7 @@ func layoutFolder(t *testing.T, dst string, write func(src, dst string)) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if e.Name() == Transformer || e.Name() == Transformer2 {
+		if slices.Contains(comps, e.Name()) {
 			write(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()))
 			continue
 		}
@@ -32,13 +32,16 @@ func layoutFolder(t *testing.T, dst string, write func(src, dst string)) {
 	}
 }
 
+// bothExperts are the A14B folder's two transformers.
+var bothExperts = []string{Transformer, Transformer2}
+
 // A folder whose experts are stored in the Wan repositories' own layout
 // (as the official single-file releases and ComfyUI's files are) opens
 // with its names mapped and generates the golden case bit for bit as the
 // diffusers-layout folder does.
 func TestOriginalLayoutTransformer(t *testing.T) {
 	dst := t.TempDir()
-	layoutFolder(t, dst, func(src, dst string) { wantest.WriteComponent(t, src, dst, wantest.OriginalName, nil) })
+	layoutFolder(t, dst, bothExperts, func(src, dst string) { wantest.WriteComponent(t, src, dst, wantest.OriginalName, nil) })
 	raw, err := checkpoint.OpenSet(filepath.Join(dst, Transformer))
 	if err != nil {
 		t.Fatal(err)
@@ -67,11 +70,11 @@ func TestOriginalLayoutTransformer(t *testing.T) {
 func TestScaledFP8Transformer(t *testing.T) {
 	fp8, deqDir := t.TempDir(), t.TempDir()
 	deq := map[string]map[string][]float32{}
-	layoutFolder(t, fp8, func(src, dst string) {
+	layoutFolder(t, fp8, bothExperts, func(src, dst string) {
 		deq[src] = map[string][]float32{}
 		wantest.WriteComponent(t, src, dst, wantest.OriginalName, wantest.ScaledFP8(deq[src], nil))
 	})
-	layoutFolder(t, deqDir, func(src, dst string) {
+	layoutFolder(t, deqDir, bothExperts, func(src, dst string) {
 		wantest.WriteComponent(t, src, dst, wantest.Same, wantest.Dequantized(deq[src]))
 	})
 	s, err := checkpoint.OpenSet(filepath.Join(fp8, Transformer))
@@ -83,15 +86,19 @@ func TestScaledFP8Transformer(t *testing.T) {
 	}
 	s.Close()
 
-	want := runMoE(t, deqDir, nil, moeRequest(t))
-	got := runMoE(t, fp8, nil, moeRequest(t))
+	closeVideos(t, runMoE(t, fp8, nil, moeRequest(t)), runMoE(t, deqDir, nil, moeRequest(t)))
+}
+
+// closeVideos checks a scaled fp8 folder's video against its dequantized
+// twin's. Pixels are in [0, 1]; float32 rounding of the products moves
+// them by about 1e-6 here, where a scale left out or applied twice moves
+// them by whole percents (the quantization alone moves them by 2e-3).
+func closeVideos(t *testing.T, got, want *Output) {
+	t.Helper()
 	var worst float64
 	for i := range want.Video {
 		worst = max(worst, math.Abs(float64(got.Video[i]-want.Video[i])))
 	}
-	// Pixels are in [0, 1]; float32 rounding of the products moves them by
-	// about 1e-6 here. A scale left out or applied twice moves them by
-	// whole percents (the quantization alone moves them by 2e-3).
 	if worst > 1e-4 {
 		t.Fatalf("the scaled fp8 folder's video differs from the dequantized one's by up to %g", worst)
 	}
@@ -105,26 +112,13 @@ func TestScaledFP8Transformer(t *testing.T) {
 // FERRY_CPU=generic). The embedding tables stay wide, as ComfyUI leaves
 // them (a scaled row table is refused).
 func TestScaledFP8TextEncoder(t *testing.T) {
-	src, _ := filepath.Abs(filepath.Join(moeDir, "pipeline"))
 	tables := func(from string) bool {
 		return from == "shared.weight" || from == "encoder.embed_tokens.weight" || strings.Contains(from, "relative_attention_bias")
 	}
 	deq := map[string][]float32{}
 	folder := func(conv wantest.Convert) string {
 		dst := t.TempDir()
-		ents, err := os.ReadDir(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range ents {
-			if e.Name() == TextEncoder {
-				wantest.WriteComponent(t, filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), wantest.Same, conv)
-				continue
-			}
-			if err := os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
-				t.Fatal(err)
-			}
-		}
+		layoutFolder(t, dst, []string{TextEncoder}, func(src, dst string) { wantest.WriteComponent(t, src, dst, wantest.Same, conv) })
 		return dst
 	}
 	fp8 := folder(wantest.ScaledFP8(deq, tables))
@@ -134,37 +128,15 @@ func TestScaledFP8TextEncoder(t *testing.T) {
 	f32 := folder(wantest.Dequantized(deq))
 	r := moeRequest(t)
 	r.Steps = 1
-	want := runMoE(t, f32, nil, r)
-	got := runMoE(t, fp8, nil, r)
-	var worst float64
-	for i := range want.Video {
-		worst = max(worst, math.Abs(float64(got.Video[i]-want.Video[i])))
-	}
-	if worst > 1e-4 {
-		t.Fatalf("the scaled fp8 text encoder's video differs from the dequantized one's by up to %g", worst)
-	}
-	t.Logf("largest pixel difference %g", worst)
+	closeVideos(t, runMoE(t, fp8, nil, r), runMoE(t, f32, nil, r))
 }
 
 // A VAE stored as Wan2.1_VAE.pth and ComfyUI's wan_2.1_vae.safetensors
 // store it (encoder.downsamples, decoder.upsamples, middle, head) decodes
 // the golden case bit for bit as the diffusers-layout VAE does.
 func TestOriginalLayoutVAE(t *testing.T) {
-	src, _ := filepath.Abs(filepath.Join(moeDir, "pipeline"))
 	dst := t.TempDir()
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if e.Name() == VAE {
-			wantest.WriteComponent(t, filepath.Join(src, VAE), filepath.Join(dst, VAE), wantest.OriginalVAEName, nil)
-			continue
-		}
-		if err := os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
+	layoutFolder(t, dst, []string{VAE}, func(src, dst string) { wantest.WriteComponent(t, src, dst, wantest.OriginalVAEName, nil) })
 	raw, err := checkpoint.OpenSet(filepath.Join(dst, VAE))
 	if err != nil {
 		t.Fatal(err)

@@ -7,41 +7,6 @@ import (
 	"testing"
 )
 
-func TestTranspose16(t *testing.T) {
-	if !avx512Kernel.transpose || !hasKernel("avx512") {
-		t.Skip("CPU lacks AVX-512; transpose16 is not used here")
-	}
-	const srcStride, dstStride = 19, 21
-	src := make([]float32, 16*srcStride)
-	for i := range src {
-		src[i] = float32(i + 1)
-	}
-	for rows := 1; rows <= 16; rows++ {
-		for _, mask := range []uint32{0xffff, 1<<rows - 1} {
-			dst := make([]float32, 16*dstStride)
-			for i := range dst {
-				dst[i] = -1
-			}
-			transpose16(&dst[0], dstStride, &src[0], srcStride, rows, mask)
-			for p := range 16 {
-				for r := range dstStride {
-					got := dst[p*dstStride+r]
-					want := float32(-1) // untouched
-					switch {
-					case r < 16 && mask&(1<<r) != 0 && r < rows:
-						want = src[r*srcStride+p]
-					case r < 16 && mask&(1<<r) != 0:
-						want = 0 // missing rows read as zero
-					}
-					if got != want {
-						t.Fatalf("rows=%d mask=%#x: dst[%d][%d] = %g, want %g", rows, mask, p, r, got, want)
-					}
-				}
-			}
-		}
-	}
-}
-
 func hasKernel(name string) bool {
 	for _, kn := range archKernels() {
 		if kn.name == name {
@@ -184,37 +149,58 @@ func BenchmarkPackTransposedA(b *testing.B) {
 	}
 }
 
-// transpose8 (AVX2) writes the transpose of a rows×8 block, missing rows
-// as zero, and with maskLast stores only the low rows lanes of its last
-// row.
-func TestTranspose8(t *testing.T) {
-	if !hasKernel("avx2") {
-		t.Skip("CPU lacks AVX2+FMA (or FERRY_CPU caps it): transpose8 is not used here")
-	}
+// transpose16 (AVX-512) and transpose8 (AVX2) write the transpose of a
+// rows×w block, missing rows as zero, storing the lanes their mask asks
+// for: transpose16 a lane mask for every row, transpose8 the low rows
+// lanes of its last row when maskLast is set, all 8 before.
+func TestTransposes(t *testing.T) {
 	const srcStride, dstStride = 19, 21
-	src := make([]float32, 8*srcStride)
-	for i := range src {
-		src[i] = float32(i + 1)
-	}
-	for rows := 1; rows <= 8; rows++ {
-		for _, maskLast := range []int{0, 1} {
-			dst := make([]float32, 8*dstStride)
-			for i := range dst {
-				dst[i] = -1
-			}
-			transpose8(&dst[0], dstStride, &src[0], srcStride, rows, maskLast)
-			for p := range 8 {
-				for r := range dstStride {
-					got := dst[p*dstStride+r]
-					want := float32(-1) // untouched
-					switch {
-					case r < rows:
-						want = src[r*srcStride+p]
-					case r < 8 && (p < 7 || maskLast == 0):
-						want = 0 // missing rows read as zero
-					}
-					if got != want {
-						t.Fatalf("rows=%d maskLast=%d: dst[%d][%d] = %g, want %g", rows, maskLast, p, r, got, want)
+	for _, c := range []struct {
+		kernel string
+		w      int
+		masks  func(rows int) []uint32
+		run    func(dst, src []float32, rows int, mask uint32)
+		stored func(p, r, rows int, mask uint32) bool
+	}{
+		{"avx512", 16, func(rows int) []uint32 { return []uint32{0xffff, 1<<rows - 1} },
+			func(dst, src []float32, rows int, mask uint32) {
+				transpose16(&dst[0], dstStride, &src[0], srcStride, rows, mask)
+			},
+			func(p, r, rows int, mask uint32) bool { return r < 16 && mask&(1<<r) != 0 }},
+		{"avx2", 8, func(int) []uint32 { return []uint32{0, 1} },
+			func(dst, src []float32, rows int, mask uint32) {
+				transpose8(&dst[0], dstStride, &src[0], srcStride, rows, int(mask))
+			},
+			func(p, r, rows int, mask uint32) bool { return r < rows || r < 8 && (p < 7 || mask == 0) }},
+	} {
+		if !hasKernel(c.kernel) {
+			t.Logf("CPU lacks %s (or FERRY_CPU caps it): its transpose is not used here", c.kernel)
+			continue
+		}
+		src := make([]float32, c.w*srcStride)
+		for i := range src {
+			src[i] = float32(i + 1)
+		}
+		for rows := 1; rows <= c.w; rows++ {
+			for _, mask := range c.masks(rows) {
+				dst := make([]float32, c.w*dstStride)
+				for i := range dst {
+					dst[i] = -1
+				}
+				c.run(dst, src, rows, mask)
+				for p := range c.w {
+					for r := range dstStride {
+						got := dst[p*dstStride+r]
+						want := float32(-1) // untouched
+						switch {
+						case c.stored(p, r, rows, mask) && r < rows:
+							want = src[r*srcStride+p]
+						case c.stored(p, r, rows, mask):
+							want = 0 // missing rows read as zero
+						}
+						if got != want {
+							t.Fatalf("%s rows=%d mask=%#x: dst[%d][%d] = %g, want %g", c.kernel, rows, mask, p, r, got, want)
+						}
 					}
 				}
 			}

@@ -32,20 +32,13 @@ func (kn *kernel) packA(dst, a []float32, lda int, transA bool, i0, mc, p0, kc i
 // contiguous in k) k-major: panel[p·rows + r] = a[(r0+r)·lda + p0+p].
 func (kn *kernel) packRowsStrided(panel, a []float32, lda, r0, rows, p0, kc int) {
 	p := 0
-	if kn.transpose && rows <= 16 {
-		for ; p+16 <= kc; p += 16 {
-			src := a[r0*lda+p0+p : (r0+rows-1)*lda+p0+p+16]
-			dst := panel[p*rows : (p+16)*rows]
-			transpose16(&dst[0], rows, &src[0], lda, rows, 1<<rows-1)
-		}
-	}
-	// AVX2: 8 steps at a time; its stores spill into the next step's place
-	// (rows ≥ 4) but for the last, which is masked.
-	if kn.transpose8 && rows >= 4 && rows <= 8 {
-		for ; p+8 <= kc; p += 8 {
-			src := a[r0*lda+p0+p : (r0+rows-1)*lda+p0+p+8]
-			dst := panel[p*rows : (p+8)*rows]
-			transpose8(&dst[0], rows, &src[0], lda, rows, 1)
+	if w := kn.transposeWidth(); w > 0 && rows <= w && (w == 16 || rows >= 4) {
+		// transpose8's unmasked stores spill into the next step's place,
+		// which needs rows ≥ 4.
+		for ; p+w <= kc; p += w {
+			src := a[r0*lda+p0+p : (r0+rows-1)*lda+p0+p+w]
+			dst := panel[p*rows : (p+w)*rows]
+			kn.transposeBlock(dst, rows, src, lda, rows, true)
 		}
 	}
 	if p == kc {
@@ -130,35 +123,19 @@ func packColsContiguous(panel []float32, nr int, b []float32, ldb, jq, cols, p0,
 func (kn *kernel) packColsStrided(panel, b []float32, ldb, jq, cols, p0, kc int) {
 	nr := kn.nr
 	p := 0
-	if kn.transpose && nr%16 == 0 {
-		for ; p+16 <= kc; p += 16 {
-			for g := 0; g < nr; g += 16 {
-				n := min(16, cols-g)
-				dst := panel[p*nr+g : (p+15)*nr+g+16]
+	if w := kn.transposeWidth(); w > 0 && nr%w == 0 {
+		for ; p+w <= kc; p += w {
+			for g := 0; g < nr; g += w {
+				n := min(w, cols-g)
+				dst := panel[p*nr+g : (p+w-1)*nr+g+w]
 				if n <= 0 {
-					for i := range 16 {
-						clear(dst[i*nr : i*nr+16])
+					for i := range w {
+						clear(dst[i*nr : i*nr+w])
 					}
 					continue
 				}
-				src := b[(jq+g)*ldb+p0+p : (jq+g+n-1)*ldb+p0+p+16]
-				transpose16(&dst[0], nr, &src[0], ldb, n, 0xffff)
-			}
-		}
-	}
-	if kn.transpose8 && nr%8 == 0 {
-		for ; p+8 <= kc; p += 8 {
-			for g := 0; g < nr; g += 8 {
-				n := min(8, cols-g)
-				dst := panel[p*nr+g : (p+7)*nr+g+8]
-				if n <= 0 {
-					for i := range 8 {
-						clear(dst[i*nr : i*nr+8])
-					}
-					continue
-				}
-				src := b[(jq+g)*ldb+p0+p : (jq+g+n-1)*ldb+p0+p+8]
-				transpose8(&dst[0], nr, &src[0], ldb, n, 0)
+				src := b[(jq+g)*ldb+p0+p : (jq+g+n-1)*ldb+p0+p+w]
+				kn.transposeBlock(dst, nr, src, ldb, n, false)
 			}
 		}
 	}
@@ -174,4 +151,37 @@ func (kn *kernel) packColsStrided(panel, b []float32, ldb, jq, cols, p0, kc int)
 	for ; p < kc; p++ {
 		clear(panel[p*nr+cols : (p+1)*nr])
 	}
+}
+
+// transposeWidth is how many steps the kernel's packers transpose at a
+// time: 16 with AVX-512 (transpose16), 8 with AVX2 (transpose8), 0 where
+// they go one float at a time.
+func (kn *kernel) transposeWidth() int {
+	switch {
+	case kn.transpose:
+		return 16
+	case kn.transpose8:
+		return 8
+	}
+	return 0
+}
+
+// transposeBlock writes the transpose of a rows×transposeWidth block of
+// src into dst, rows beyond read as zero. packed says dst is an A panel
+// packed rows apart, so that nothing may be written past the block's
+// rows·width floats.
+func (kn *kernel) transposeBlock(dst []float32, dstStride int, src []float32, srcStride, rows int, packed bool) {
+	if kn.transpose {
+		mask := uint32(0xffff)
+		if packed {
+			mask = 1<<rows - 1
+		}
+		transpose16(&dst[0], dstStride, &src[0], srcStride, rows, mask)
+		return
+	}
+	maskLast := 0
+	if packed {
+		maskLast = 1
+	}
+	transpose8(&dst[0], dstStride, &src[0], srcStride, rows, maskLast)
 }
