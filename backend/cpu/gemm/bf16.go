@@ -371,7 +371,20 @@ func packRowPairs(dst []uint32, step int, row []float32, pc, kc int) {
 	k := len(row)
 	full := min(kc, k/2-pc) // pairs with both halves inside K
 	src := row[2*pc:]
-	for p := 0; p < full; p++ {
+	p := 0
+	if roundPairsVec() {
+		// Rounded 64 pairs at a time into a buffer, then spread (a
+		// scatter store would cost more than the loop).
+		var buf [64]uint32
+		for ; p+len(buf) <= full; p += len(buf) {
+			_ = src[2*(p+len(buf))-1]
+			roundPairsAVX512(&buf[0], &src[2*p], len(buf))
+			for i, w := range buf {
+				dst[(p+i)*step] = w
+			}
+		}
+	}
+	for ; p < full; p++ {
 		dst[p*step] = uint32(dtype.F32ToBF16(src[2*p])) | uint32(dtype.F32ToBF16(src[2*p+1]))<<16
 	}
 	for p := max(full, 0); p < kc; p++ {

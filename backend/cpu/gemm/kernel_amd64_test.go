@@ -4,7 +4,11 @@ package gemm
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
+
+	"ferry/dtype"
 )
 
 func hasKernel(name string) bool {
@@ -203,6 +207,40 @@ func TestTransposes(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// roundPairsAVX512 gives dtype.F32ToBF16's bits for every kind of float32:
+// random bit patterns (NaNs of both signs and payloads, infinities,
+// subnormals, zeros), ties either way and values that round to infinity.
+func TestRoundPairsAVX512(t *testing.T) {
+	if !roundPairsVec() {
+		t.Skip("CPU lacks AVX-512 (or FERRY_CPU caps it): roundPairsAVX512 is not used here")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	special := []uint32{0, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xff800001, 0x7fffffff,
+		0x00000001, 0x807fffff, 0x7f7fffff, 0x3f808000, 0x3f818000, 0x3f807fff, 0x3f808001, 0xbf808000, 0x0001ffff}
+	const n = 1 << 16
+	bits := make([]uint32, n)
+	for i := range bits {
+		if i < len(special) {
+			bits[i] = special[i]
+		} else {
+			bits[i] = rng.Uint32()
+		}
+	}
+	src := make([]float32, n)
+	for i, b := range bits {
+		src[i] = math.Float32frombits(b)
+	}
+	got := make([]uint32, n/2)
+	roundPairsAVX512(&got[0], &src[0], n/2)
+	for p, w := range got {
+		for h, v := range []uint16{uint16(w), uint16(w >> 16)} {
+			if want := dtype.F32ToBF16(src[2*p+h]); v != want {
+				t.Fatalf("float bits %#08x: bf16 %#04x, want %#04x", bits[2*p+h], v, want)
 			}
 		}
 	}

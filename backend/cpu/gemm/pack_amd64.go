@@ -21,3 +21,13 @@ func copyRows8(dst, src *float32, lda, rows, kc, fast int)
 //
 //go:noescape
 func transpose8(dst *float32, dstStride int, src *float32, srcStride int, rows, maskLast int)
+
+// roundPairsAVX512 rounds 2·pairs floats to bf16 pair words as
+// dtype.F32ToBF16 does; pairs is a multiple of 8 (AVX-512 F; callers
+// check).
+//
+//go:noescape
+func roundPairsAVX512(dst *uint32, src *float32, pairs int)
+
+// roundPairsVec says roundPairsAVX512 may run.
+func roundPairsVec() bool { return hasAVX512() }

@@ -205,3 +205,46 @@ DATA rowMask<>+52(SB)/4, $0
 DATA rowMask<>+56(SB)/4, $0
 DATA rowMask<>+60(SB)/4, $0
 GLOBL rowMask<>(SB), RODATA|NOPTR, $64
+
+// func roundPairsAVX512(dst *uint32, src *float32, pairs int)
+//
+// Rounds 2·pairs floats to bfloat16 as dtype.F32ToBF16 does (ties to
+// even; a NaN keeps its top bits and is made quiet) and stores them as
+// pairs words, word p = bf16(src[2p]) | bf16(src[2p+1])<<16: the bf16
+// values in order. pairs is a multiple of 8 (16 floats a step).
+TEXT ·roundPairsAVX512(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         pairs+16(FP), CX
+	MOVL         $0x7fff, AX
+	VPBROADCASTD AX, Z10
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z11
+	MOVL         $0x7fffffff, AX
+	VPBROADCASTD AX, Z12
+	MOVL         $0x7f800000, AX
+	VPBROADCASTD AX, Z13
+	MOVL         $0x40, AX
+	VPBROADCASTD AX, Z14
+
+rploop:
+	CMPQ      CX, $8
+	JLT       rpdone
+	VMOVDQU32 (SI), Z0
+	VPSRLD    $16, Z0, Z1
+	VPANDD    Z11, Z1, Z2
+	VPADDD    Z10, Z2, Z2
+	VPADDD    Z0, Z2, Z2
+	VPSRLD    $16, Z2, Z2
+	VPANDD    Z12, Z0, Z3
+	VPCMPUD   $6, Z13, Z3, K1
+	VPORD     Z14, Z1, K1, Z2
+	VPMOVDW   Z2, (DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JMP       rploop
+
+rpdone:
+	VZEROUPPER
+	RET
