@@ -30,7 +30,9 @@ func transpose8(dst *float32, dstStride int, src *float32, srcStride int, rows, 
 // roundPairsVec: the vectorised bf16 rounding is amd64 assembly.
 func roundPairsVec() bool { return false }
 
-func roundPairsAVX512(dst *uint32, src *float32, pairs int) { panic("gemm: roundPairsAVX512 needs AVX-512") }
+func roundPairsAVX512(dst *uint32, src *float32, pairs int) {
+	panic("gemm: roundPairsAVX512 needs AVX-512")
+}
 
 // hasExpand: the vectorised expanding packers are amd64 assembly.
 func hasExpand() bool { return false }
