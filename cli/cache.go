@@ -48,7 +48,7 @@ func (g *cacheFlags) define(e *env) *flag.FlagSet {
 	fs.IntVar(&g.frames, "frames", 81, "most frames a clip contributes (a sample keeps the largest 4k+1 it has)")
 	fs.IntVar(&g.maxSeqLen, "max-sequence-length", 512, "most caption tokens the text encoder reads")
 	fs.StringVar(&g.plan, "plan", "resident", "residency plan: a preset that needs no profile (resident, onload, stream, ...) or a plan file")
-	fs.StringVar(&g.dtype, "dtype", defaultDTypeName(), "compute dtype of the GEMMs: bf16 or fp32")
+	fs.StringVar(&g.dtype, "dtype", "auto", "compute dtype of the GEMMs: bf16, fp32 or auto (bf16 where the CPU has AVX512-BF16 and calibrate did not measure it slower)")
 	fs.Var(&g.deviceMem, "device-mem", "device memory budget, e.g. 8GiB (default: unlimited)")
 	fs.Var(&g.hostMem, "host-mem", "host memory budget for offloaded weights, e.g. 16GiB (default: unlimited)")
 	fs.BoolVar(&g.quiet, "quiet", false, "print nothing but errors")

@@ -40,7 +40,7 @@ var fastVideoHelp = map[string]string{
 
 func (p *planFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&p.spec, "plan", "", "residency plan: a preset ("+strings.Join(planner.PresetNames(), ", ")+") or a plan file (.json/.yaml); default auto, the fastest plan predicted to fit the budgets. level0..level3 are Smart-Diffusion's low_mem_level; model-offload, sequential-offload and group-offload diffusers' offload modes; vram-limit DiffSynth's vram_limit")
-	fs.StringVar(&p.dtype, "dtype", defaultDTypeName(), "compute dtype of the GEMMs: bf16 (weights stay bf16, activations rounded at the GEMM input; the default where the CPU has AVX512-BF16) or fp32")
+	fs.StringVar(&p.dtype, "dtype", "auto", "compute dtype of the GEMMs: bf16 (weights stay bf16, activations rounded at the GEMM input) or fp32; auto: bf16 where the CPU has AVX512-BF16 and `ferry calibrate` did not measure it slower than fp32 here")
 	fs.BoolVar(&p.force, "force", false, "run a plan even when it is predicted not to fit the budgets")
 	fs.IntVar(&p.blocksPerGroup, "blocks-per-group", 1, "with --plan group-offload: blocks per group (diffusers' num_blocks_per_group)")
 	fs.BoolVar(&p.useStream, "use-stream", false, "with --plan group-offload: fetch the next group while this one computes (diffusers' use_stream)")
@@ -114,24 +114,25 @@ type planned struct {
 // computeDType parses --dtype.
 func (p *planFlags) computeDType() (dtype.DType, error) { return parseComputeDType(p.dtype) }
 
-// parseComputeDType reads a --dtype value: bf16 or fp32.
+// parseComputeDType reads a --dtype value: bf16, fp32 or auto.
 func parseComputeDType(s string) (dtype.DType, error) {
 	switch strings.ToLower(s) {
+	case "", "auto":
+		return autoComputeDType(), nil
 	case "bf16", "bfloat16":
 		return dtype.BF16, nil
 	case "fp32", "f32", "float32":
 		return dtype.F32, nil
 	}
-	return 0, userf("--dtype %q: want bf16 or fp32", s)
+	return 0, userf("--dtype %q: want bf16, fp32 or auto", s)
 }
 
-// defaultDTypeName is --dtype's default: bf16 where the CPU multiplies
-// bf16 natively (AVX512-BF16), else fp32.
-func defaultDTypeName() string {
-	if pipeline.DefaultComputeDType() == dtype.BF16 {
-		return "bf16"
-	}
-	return "fp32"
+// autoComputeDType is --dtype auto: bf16 where the CPU multiplies bf16
+// natively, unless this machine's hardware profile measured the bf16 GEMM
+// slower than the float32 one.
+func autoComputeDType() dtype.DType {
+	hw, _, err := hwprofile.LoadOrDefault("")
+	return pipeline.ComputeDTypeFor(err == nil && hw.BF16Slower())
 }
 
 // resolve builds the plan the flags ask for and predicts it.

@@ -340,6 +340,23 @@ func ReadMemory() Memory {
 // MemoryBytes is this machine's RAM (MemTotal); 0 where unknown.
 func MemoryBytes() int64 { return ReadMemory().Total }
 
+// BF16Slower says calibrate measured the bf16 GEMM ("go-bf16") slower
+// than the float32 one ("go") on this machine: bf16 compute then buys
+// nothing but rounding, and is not the default. False where either was
+// not measured (the built-in defaults measure neither).
+func (p Profile) BF16Slower() bool {
+	var f32, bf16 float64
+	for _, g := range p.Gemm {
+		switch g.Name {
+		case "go":
+			f32 = g.GFLOPS
+		case "go-bf16":
+			bf16 = g.GFLOPS
+		}
+	}
+	return f32 > 0 && bf16 > 0 && bf16 < f32
+}
+
 // GEMMGFLOPS returns the rate of the named implementation ("" for
 // GemmDefault); an unknown name falls back to the default's rate, then to
 // the fastest measured.

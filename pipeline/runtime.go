@@ -75,8 +75,13 @@ type Options struct {
 
 // DefaultComputeDType is BF16 where the CPU multiplies bf16 natively
 // (AVX512-BF16), F32 elsewhere.
-func DefaultComputeDType() dtype.DType {
-	if gemm.HasBF16Kernel() {
+func DefaultComputeDType() dtype.DType { return ComputeDTypeFor(false) }
+
+// ComputeDTypeFor is DefaultComputeDType on a machine where calibrate
+// measured the bf16 GEMM slower than the float32 one (bf16Slower;
+// hwprofile.Profile.BF16Slower): F32 there, as bf16 would only round.
+func ComputeDTypeFor(bf16Slower bool) dtype.DType {
+	if gemm.HasBF16Kernel() && !bf16Slower {
 		return dtype.BF16
 	}
 	return dtype.F32

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"ferry/dtype"
+	"ferry/hwprofile"
+	"ferry/pipeline"
 	"ferry/residency"
 	"ferry/server/queue"
 )
@@ -145,5 +148,22 @@ func TestPlanLabel(t *testing.T) {
 		if got := planLabel(c.plan); got != c.want {
 			t.Errorf("planLabel: %q, want %q", got, c.want)
 		}
+	}
+}
+
+// A request that names no dtype computes in bf16 where the CPU multiplies
+// bf16 natively, unless the server's hardware profile measured the bf16
+// GEMM slower than the fp32 one.
+func TestDefaultComputeDType(t *testing.T) {
+	slower := &models{hw: hwprofile.Profile{Gemm: []hwprofile.GemmRate{{Name: "go", GFLOPS: 316}, {Name: "go-bf16", GFLOPS: 198}}}}
+	faster := &models{hw: hwprofile.Profile{Gemm: []hwprofile.GemmRate{{Name: "go", GFLOPS: 486}, {Name: "go-bf16", GFLOPS: 854}}}}
+	if got := slower.computeDType(""); got != dtype.F32 {
+		t.Errorf("bf16 measured slower: %v, want F32", got)
+	}
+	if got, want := faster.computeDType(""), pipeline.DefaultComputeDType(); got != want {
+		t.Errorf("bf16 measured faster: %v, want %v", got, want)
+	}
+	if slower.computeDType("bf16") != dtype.BF16 || faster.computeDType("fp32") != dtype.F32 {
+		t.Error("a named dtype is not taken as named")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ferry/checkpoint"
+	"ferry/hwprofile"
 	"ferry/lora/loratest"
 	"ferry/pipeline"
 	"ferry/pipeline/wan"
@@ -76,7 +77,13 @@ func referenceVideoOf(t *testing.T, model string, g float64, edit func(p *wan.Pi
 	r := wan.Request{Prompt: "a red fox", Height: 32, Width: 32, Frames: 5, Steps: 2, Guidance: g, Seed: 7}
 	r.Defaults()
 	edit(p, &r)
-	rt, err := pipeline.NewRuntime(pipeline.Budget{}, nil, pipeline.Options{ComputeDType: pipeline.DefaultComputeDType()})
+	// The dtype a request naming none gets: the server's hardware profile
+	// decides it, as it does for the server (models.computeDType).
+	hw, _, err := hwprofile.LoadOrDefault("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := pipeline.NewRuntime(pipeline.Budget{}, nil, pipeline.Options{ComputeDType: pipeline.ComputeDTypeFor(hw.BF16Slower())})
 	if err != nil {
 		t.Fatal(err)
 	}

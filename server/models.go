@@ -144,14 +144,17 @@ func wanRequest(s spec) wan.Request {
 	return r
 }
 
-func computeDType(s string) dtype.DType {
+// computeDType is a request's dtype: as named, else bf16 where the CPU
+// multiplies bf16 natively and the server's hardware profile did not
+// measure it slower than fp32.
+func (ms *models) computeDType(s string) dtype.DType {
 	switch strings.ToLower(s) {
 	case "fp32", "f32", "float32":
 		return dtype.F32
 	case "bf16", "bfloat16":
 		return dtype.BF16
 	}
-	return pipeline.DefaultComputeDType()
+	return pipeline.ComputeDTypeFor(ms.hw.BF16Slower())
 }
 
 // budgets are a spec's budgets: the server's, lowered by the request's.
@@ -268,7 +271,7 @@ func (ms *models) acquire(sp *spec) (*model, planner.Prediction, error) {
 // ready gives m a runtime for s (acquire's work). Caller holds mu.
 func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 	b := ms.budgets(s)
-	dt := computeDType(s.DType)
+	dt := ms.computeDType(s.DType)
 	var pred planner.Prediction
 	reuse := false
 	if m.rt != nil && m.rtKey == runtimeKey(dt, b) && (s.Plan == "" || s.Plan == m.planSpec) {
@@ -332,7 +335,7 @@ func (ms *models) planInputs(m *model, s spec) (planner.Profile, hwprofile.Profi
 		// job's time, so that what is worth keeping is kept.
 		Repeated: true}
 	prof := *m.prof
-	prof.Compute = computeDType(s.DType)
+	prof.Compute = ms.computeDType(s.DType)
 	hw := ms.hw
 	hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps())
 	return prof, hw, req
