@@ -40,7 +40,7 @@ var fastVideoHelp = map[string]string{
 
 func (p *planFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&p.spec, "plan", "", "residency plan: a preset ("+strings.Join(planner.PresetNames(), ", ")+") or a plan file (.json/.yaml); default auto, the fastest plan predicted to fit the budgets. level0..level3 are Smart-Diffusion's low_mem_level; model-offload, sequential-offload and group-offload diffusers' offload modes; vram-limit DiffSynth's vram_limit")
-	fs.StringVar(&p.dtype, "dtype", "auto", "compute dtype of the GEMMs: bf16 (weights stay bf16, activations rounded at the GEMM input) or fp32; auto: bf16 where the CPU has AVX512-BF16 and `ferry calibrate` did not measure it slower than fp32 here")
+	fs.StringVar(&p.dtype, "dtype", "auto", "compute dtype of the GEMMs: bf16 (weights stay bf16, activations rounded at the GEMM input) or fp32; auto: bf16 where the CPU has AVX512-BF16 and ferry calibrate did not measure it slower than fp32 here")
 	fs.BoolVar(&p.force, "force", false, "run a plan even when it is predicted not to fit the budgets")
 	fs.IntVar(&p.blocksPerGroup, "blocks-per-group", 1, "with --plan group-offload: blocks per group (diffusers' num_blocks_per_group)")
 	fs.BoolVar(&p.useStream, "use-stream", false, "with --plan group-offload: fetch the next group while this one computes (diffusers' use_stream)")

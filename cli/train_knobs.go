@@ -28,7 +28,7 @@ func (k *trainKnobs) define(fs *flag.FlagSet) {
 	fs.StringVar(&k.emaTier, "ema-tier", "auto",
 		"where the EMA of --ema-decay lives: host or device; auto: the planner's choice under --plan auto, host under a given plan")
 	fs.StringVar(&k.dtypeName, "dtype", "auto",
-		"bf16 (products and saved activations in bf16; master weights, gradients and optimizer state fp32) or fp32; auto: bf16 where the CPU has AVX512-BF16 and `ferry calibrate` did not measure it slower than fp32 here")
+		"bf16 (products and saved activations in bf16; master weights, gradients and optimizer state fp32) or fp32; auto: bf16 where the CPU has AVX512-BF16 and ferry calibrate did not measure it slower than fp32 here")
 }
 
 // knobDefaults are what auto means under a given plan (the planner
