@@ -35,30 +35,34 @@ func namingOf(class string) (Naming, bool) {
 	return v.(Naming), true
 }
 
-// rename maps every tensor name through n. Two names that map to one are
-// an error: the checkpoint would be read ambiguously.
+// rename maps every tensor name through n, the weights' scales with them.
+// Two names that map to one are an error: the checkpoint would be read
+// ambiguously.
 func (s *Set) rename(n Naming) error {
 	by := make(map[string]TensorInfo, len(s.byName))
-	from := make(map[string]string, len(s.byName))
+	var scales map[string]float32
+	if s.scales != nil {
+		scales = make(map[string]float32, len(s.scales))
+	}
 	for _, name := range s.names {
 		to, keep := n.Rename(name)
 		if !keep {
 			continue
 		}
-		if prev, dup := from[to]; dup {
-			return formatErr(s.path, "tensors %q and %q are both %q in diffusers' naming", prev, name, to)
+		if prev, dup := by[to]; dup {
+			return formatErr(s.path, "tensors %q and %q are both %q in diffusers' naming", prev.Name, name, to)
 		}
-		t := s.byName[name]
+		by[to] = s.byName[name]
+		if v, ok := s.scales[name]; ok {
+			scales[to] = v
+		}
+	}
+	for to, t := range by {
 		t.Name = to
-		by[to], from[to] = t, name
+		by[to] = t
 	}
-	to := make(map[string]string, len(from))
-	for n, orig := range from {
-		to[orig] = n
-	}
-	s.byName = by
+	s.byName, s.scales = by, scales
 	s.names = slices.Sorted(maps.Keys(by))
-	s.renameScales(to)
 	return nil
 }
 

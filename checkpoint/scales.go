@@ -82,17 +82,3 @@ func (s *Set) Scale(name string) float32 {
 	}
 	return 1
 }
-
-// renameScales maps the scales' weight names as rename maps the tensors.
-func (s *Set) renameScales(to map[string]string) {
-	if s.scales == nil {
-		return
-	}
-	out := make(map[string]float32, len(s.scales))
-	for from, v := range s.scales {
-		if n, ok := to[from]; ok {
-			out[n] = v
-		}
-	}
-	s.scales = out
-}

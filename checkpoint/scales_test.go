@@ -113,3 +113,38 @@ func FuzzOpenScaled(f *testing.F) {
 		}
 	})
 }
+
+// A registered naming maps a class's names and the scales with them; two
+// names that map to one are refused in one line naming both.
+func TestOpenSetAsRenames(t *testing.T) {
+	RegisterNaming("TestModel", Naming{
+		Detect: func(names []string) bool { return slices.Contains(names, "old.a.weight") },
+		Rename: func(n string) (string, bool) { return strings.Replace(n, "old.", "new.", 1), n != "marker" },
+	})
+	w := RawTensor{Name: "old.a.weight", DType: dtype.F8E4M3, Shape: []int{2}, Data: []byte{0x38, 0x40}}
+	path := filepath.Join(t.TempDir(), "m.safetensors")
+	if err := WriteFile(path, []RawTensor{w, f32Raw("old.a.scale_weight", nil, 0.5), f32Raw("marker", nil, 1)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenSetAs(path, "TestModel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s.Names(), []string{"new.a.weight"}) || s.Scale("new.a.weight") != 0.5 {
+		t.Errorf("names %v, scale %v: want new.a.weight scaled by 0.5", s.Names(), s.Scale("new.a.weight"))
+	}
+	if info, _ := s.Lookup("new.a.weight"); info.Name != "new.a.weight" {
+		t.Errorf("the tensor's info names %q", info.Name)
+	}
+	s.Close()
+	dup := filepath.Join(t.TempDir(), "d.safetensors")
+	b := w
+	b.Name = "new.a.weight"
+	if err := WriteFile(dup, []RawTensor{w, b}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenSetAs(dup, "TestModel")
+	if err == nil || !strings.Contains(err.Error(), "old.a.weight") || !strings.Contains(err.Error(), "new.a.weight") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("two names mapping to one: %v", err)
+	}
+}
