@@ -148,7 +148,8 @@ func (p *param) deviceView(buf *tensor.Buffer) (*tensor.Tensor, error) {
 
 // scaleWeight applies a scaled checkpoint's per-tensor scale to p's
 // loaded view (tensor.WeightScaler): recorded for the products on a GEMM
-// weight kept as fp8, folded into the values otherwise.
+// weight kept as fp8, folded into the values otherwise (every other
+// weight is float32 on the device, computeType).
 func scaleWeight(backend tensor.Backend, view *tensor.Tensor, p *param) error {
 	s := p.info.Scale
 	if s == 0 || s == 1 {
@@ -157,9 +158,6 @@ func scaleWeight(backend tensor.Backend, view *tensor.Tensor, p *param) error {
 	ws, ok := backend.(tensor.WeightScaler)
 	if !ok {
 		return fmt.Errorf("scale_weight %g: this backend does not apply the scales of a scaled fp8 checkpoint", s)
-	}
-	if !p.matrix && view.DType().Size() == 1 {
-		return fmt.Errorf("scale_weight %g on an fp8 tensor that is not a GEMM weight: not supported", s)
 	}
 	return ws.ScaleWeight(view, s)
 }

@@ -337,19 +337,15 @@ func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, p
 	rt := m.rt
 	// Shared components run on their own runtimes: their blocks report
 	// progress and honour cancel through their contexts as m's do.
-	textRT := rt
 	var others []*pipeline.Runtime
 	for _, sh := range m.shared {
-		st := m.runPipe.Shared[sh.component]
-		if st == nil {
-			continue
-		}
 		sh.ctx.use(ctx, run.onBlock)
 		defer sh.ctx.use(nil, nil)
-		others = append(others, st.Runtime)
-		if sh.component == wan.TextEncoder {
-			textRT = st.Runtime
-		}
+		others = append(others, sh.rt)
+	}
+	textRT := rt
+	if st := m.runPipe.Shared[wan.TextEncoder]; st != nil {
+		textRT = st.Runtime
 	}
 	run.blocks = textRT.Exec.Blocks(wan.TextEncoder)
 	m.ctx.use(ctx, run.onBlock)
