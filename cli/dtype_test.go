@@ -49,3 +49,29 @@ func TestAutoComputeDType(t *testing.T) {
 		t.Error("--dtype fp8 accepted")
 	}
 }
+
+// --dtype auto reads the hardware profile once: the dtype it chose stays
+// when the profile changes later in the command.
+func TestAutoComputeDTypeResolvedOnce(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	p := &planFlags{dtype: "auto"}
+	first, err := p.computeDType()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.dtype == "auto" {
+		t.Fatal("--dtype auto was not resolved")
+	}
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	here := hwprofile.ThisMachine()
+	prof := hwprofile.DefaultFor(here)
+	prof.Source, prof.Machine, prof.GemmDefault = "measured", &here, "go"
+	prof.Gemm = []hwprofile.GemmRate{{Name: "go", GFLOPS: 316}, {Name: "go-bf16", GFLOPS: 198}}
+	if err := hwprofile.Save(prof, filepath.Join(dir, "ferry", "hardware.json")); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := p.computeDType(); err != nil || again != first {
+		t.Errorf("second call: %v %v, want %v", again, err, first)
+	}
+}

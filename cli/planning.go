@@ -111,8 +111,15 @@ type planned struct {
 	smallPages bool
 }
 
-// computeDType parses --dtype.
-func (p *planFlags) computeDType() (dtype.DType, error) { return parseComputeDType(p.dtype) }
+// computeDType parses --dtype; auto is resolved once (it reads the
+// hardware profile) and kept as the dtype it chose.
+func (p *planFlags) computeDType() (dtype.DType, error) {
+	dt, err := parseComputeDType(p.dtype)
+	if err == nil {
+		p.dtype = strings.ToLower(dt.String())
+	}
+	return dt, err
+}
 
 // parseComputeDType reads a --dtype value: bf16, fp32 or auto.
 func parseComputeDType(s string) (dtype.DType, error) {

@@ -67,10 +67,11 @@ func profileFolder(f *checkpoint.Folder, dir string) (*Profile, error) {
 	}
 	for _, c := range p.Components {
 		comp, _ := f.Component(c.Name)
-		if dt, ok := storageOf(raw[c.Name], comp.Dir); ok {
+		w, _ := comp.Weights() // nil when it cannot be opened: the run reports why
+		if dt, ok := storageOf(raw[c.Name], w); ok {
 			c.Storage = dt
 		}
-		c.Cached = pageCached(comp)
+		c.Cached = pageCached(w)
 	}
 	return p, nil
 }
@@ -134,11 +135,10 @@ func probeFolder(f *checkpoint.Folder) (checkpoint.Probe, error) {
 	return probe, nil
 }
 
-// pageCached is the fraction of the component's weights the OS holds in
-// its page cache now; 0 where that cannot be told.
-func pageCached(c *checkpoint.Component) float64 {
-	w, err := c.Weights()
-	if err != nil {
+// pageCached is the fraction of the weights w the OS holds in its page
+// cache now; 0 where that cannot be told.
+func pageCached(w *checkpoint.Set) float64 {
+	if w == nil {
 		return 0
 	}
 	cached, total, err := w.PageCached()
@@ -148,9 +148,9 @@ func pageCached(c *checkpoint.Component) float64 {
 	return float64(cached) / float64(total)
 }
 
-// storageOf reads torch_dtype from a config, or the dtype of the first
-// float tensor in a safetensors header in dir.
-func storageOf(config []byte, dir string) (dtype.DType, bool) {
+// storageOf reads torch_dtype from a config, else takes the float dtype
+// holding the most bytes of the weights w (nil: none).
+func storageOf(config []byte, w *checkpoint.Set) (dtype.DType, bool) {
 	var c struct {
 		TorchDType string `json:"torch_dtype"`
 	}
@@ -164,21 +164,16 @@ func storageOf(config []byte, dir string) (dtype.DType, bool) {
 			return dtype.F16, true
 		}
 	}
+	if w == nil {
+		return 0, false
+	}
 	// The float dtype holding the most bytes: an fp8 file keeps its
 	// norms and biases wider than its weights.
 	bytes := map[dtype.DType]int64{}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
-	for _, path := range files {
-		h, err := checkpoint.Open(path)
-		if err != nil {
-			continue
+	for _, n := range w.Names() {
+		if t, _ := w.Lookup(n); t.DType.IsFloat() {
+			bytes[t.DType] += t.Size
 		}
-		for _, t := range h.Tensors() {
-			if t.DType.IsFloat() {
-				bytes[t.DType] += t.Size
-			}
-		}
-		h.Close()
 	}
 	var best dtype.DType
 	found := false

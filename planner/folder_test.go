@@ -16,9 +16,15 @@ func TestStorageOf(t *testing.T) {
 	bias := checkpoint.RawTensor{Name: "a.bias", DType: dtype.F32, Shape: []int{8}, Data: make([]byte, 32)}
 	weight := checkpoint.RawTensor{Name: "b.weight", DType: dtype.F8E4M3, Shape: []int{8, 8}, Data: make([]byte, 64)}
 	steps := checkpoint.RawTensor{Name: "c.steps", DType: dtype.I64, Shape: []int{16}, Data: make([]byte, 128)}
-	if err := checkpoint.WriteFile(filepath.Join(dir, "w.safetensors"), []checkpoint.RawTensor{bias, weight, steps}, nil); err != nil {
+	path := filepath.Join(dir, "w.safetensors")
+	if err := checkpoint.WriteFile(path, []checkpoint.RawTensor{bias, weight, steps}, nil); err != nil {
 		t.Fatal(err)
 	}
+	w, err := checkpoint.OpenSet(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
 	for _, c := range []struct {
 		config string
 		want   dtype.DType
@@ -26,12 +32,12 @@ func TestStorageOf(t *testing.T) {
 		{`{}`, dtype.F8E4M3},
 		{`{"torch_dtype": "bfloat16"}`, dtype.BF16},
 	} {
-		got, ok := storageOf([]byte(c.config), dir)
+		got, ok := storageOf([]byte(c.config), w)
 		if !ok || got != c.want {
 			t.Errorf("config %s: %v %v, want %v", c.config, got, ok, c.want)
 		}
 	}
-	if _, ok := storageOf([]byte(`{}`), t.TempDir()); ok {
-		t.Error("a folder without weights has a storage dtype")
+	if _, ok := storageOf([]byte(`{}`), nil); ok {
+		t.Error("a component without weights has a storage dtype")
 	}
 }
