@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"ferry/model/wan"
 )
 
 func TestParseKey(t *testing.T) {
@@ -126,6 +128,28 @@ func TestCheck(t *testing.T) {
 	} {
 		if err := Check([]Adapter{tc.a}, shapes); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Check(%v) = %v, want %q", tc.a.Module, err, tc.want)
+		}
+	}
+}
+
+// The original Wan module names the tables accept map to the diffusers
+// modules the transformer's own loader maps them to (model/wan's
+// DiffusersName, which reads whole checkpoints in that layout): one
+// mapping, written twice because kohya's names need every module spelled
+// out (their underscores cannot be split back into dots).
+func TestOriginalNamesAgreeWithWan(t *testing.T) {
+	for _, tab := range []struct {
+		names  map[string]string
+		prefix string
+	}{{blockTails, "blocks.3."}, {globalModules, ""}} {
+		for from, to := range tab.names {
+			if from == to {
+				continue // diffusers' own name
+			}
+			got := wan.DiffusersName(tab.prefix + from + ".weight")
+			if want := tab.prefix + to + ".weight"; got != want {
+				t.Errorf("%s: the LoRA tables say %s, model/wan says %s", from, want, got)
+			}
 		}
 	}
 }

@@ -16,7 +16,8 @@ const Class = "WanTransformer3DModel"
 // such a file opens with its names mapped to diffusers', as diffusers'
 // single-file loader maps them.
 func init() {
-	checkpoint.RegisterNaming(Class, checkpoint.Naming{Detect: originalLayout, Rename: diffusersName})
+	checkpoint.RegisterNaming(Class, checkpoint.Naming{Detect: originalLayout,
+		Rename: func(n string) (string, bool) { return DiffusersName(n), true }})
 }
 
 // originalPrefix wraps the names of ComfyUI's single-file checkpoints.
@@ -69,11 +70,13 @@ var renames = [][2]string{
 	{"img_emb.emb_pos", "condition_embedder.image_embedder.pos_embed"},
 }
 
-// diffusersName maps a name of the original layout to diffusers'.
-func diffusersName(name string) (string, bool) {
+// DiffusersName maps a tensor name of the Wan repositories' layout to
+// diffusers' (names already in diffusers' layout may not survive it:
+// only call it on original names).
+func DiffusersName(name string) string {
 	n := strings.TrimPrefix(name, originalPrefix)
 	for _, r := range renames {
 		n = strings.ReplaceAll(n, r[0], r[1])
 	}
-	return n, true
+	return n
 }

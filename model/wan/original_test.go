@@ -50,8 +50,8 @@ var originalPairs = [][2]string{
 func TestDiffusersName(t *testing.T) {
 	for _, p := range originalPairs {
 		for _, name := range []string{p[0], originalPrefix + p[0]} {
-			if got, keep := diffusersName(name); !keep || got != p[1] {
-				t.Errorf("%s: got %q (keep %v), want %q", name, got, keep, p[1])
+			if got := DiffusersName(name); got != p[1] {
+				t.Errorf("%s: got %q, want %q", name, got, p[1])
 			}
 		}
 	}
@@ -104,7 +104,7 @@ func FuzzDiffusersName(f *testing.F) {
 	f.Add("norm__swap")
 	f.Add(originalPrefix)
 	f.Fuzz(func(t *testing.T, name string) {
-		got, _ := diffusersName(name)
+		got := DiffusersName(name)
 		if name == "" && got != "" {
 			t.Fatalf("empty name became %q", got)
 		}
@@ -114,7 +114,7 @@ func FuzzDiffusersName(f *testing.F) {
 func TestOriginalNamesDistinct(t *testing.T) {
 	var got []string
 	for _, p := range originalPairs {
-		n, _ := diffusersName(p[0])
+		n := DiffusersName(p[0])
 		got = append(got, n)
 	}
 	slices.Sort(got)
