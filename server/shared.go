@@ -27,7 +27,7 @@ type sharedComp struct {
 	members   []*model
 
 	// Guarded by models.mu.
-	pipe  *wan.Pipeline // opened from the first member's folder; its copy is the one rt holds
+	pipe  *wan.Pipeline // the first member's; its copy is the one rt holds
 	rt    *pipeline.Runtime
 	rtKey string
 	ctx   *switchCtx
@@ -176,15 +176,14 @@ func (ms *models) holdShared(m *model, plan *residency.Plan, b pipeline.Budget, 
 // hold gives sh a runtime for dt and b. Caller holds mu.
 func (ms *models) hold(sh *sharedComp, plan *residency.Plan, b pipeline.Budget, dt dtype.DType) error {
 	if sh.pipe == nil {
+		// The first member's own pipeline holds it: Register leaves shared
+		// components out of the member's runtime, so their models are free
+		// for this one to bind, and the folder is not opened again.
 		first := sh.members[0]
 		if err := ms.open(first); err != nil {
 			return err
 		}
-		p, err := wan.Open(first.folder)
-		if err != nil {
-			return fmt.Errorf("shared %s: %w", sh.id, err)
-		}
-		sh.pipe = p
+		sh.pipe = first.runPipe
 	}
 	key := runtimeKey(dt, b)
 	if sh.rt != nil && sh.rtKey == key {
