@@ -32,9 +32,7 @@ func (kn *kernel) packA(dst, a []float32, lda int, transA bool, i0, mc, p0, kc i
 // contiguous in k) k-major: panel[p·rows + r] = a[(r0+r)·lda + p0+p].
 func (kn *kernel) packRowsStrided(panel, a []float32, lda, r0, rows, p0, kc int) {
 	p := 0
-	if w := kn.transposeWidth(); w > 0 && rows <= w && (w == 16 || rows >= 4) {
-		// transpose8's unmasked stores spill into the next step's place,
-		// which needs rows ≥ 4.
+	if w := kn.transposeWidth(); kn.transposesPanel(rows) {
 		for ; p+w <= kc; p += w {
 			src := a[r0*lda+p0+p : (r0+rows-1)*lda+p0+p+w]
 			dst := panel[p*rows : (p+w)*rows]
@@ -164,6 +162,14 @@ func (kn *kernel) transposeWidth() int {
 		return 8
 	}
 	return 0
+}
+
+// transposesPanel says transposeBlock can pack an A panel of rows rows:
+// at most the width, and for transpose8 at least 4 (its unmasked stores
+// spill into the next step's place, rows floats on).
+func (kn *kernel) transposesPanel(rows int) bool {
+	w := kn.transposeWidth()
+	return w > 0 && rows <= w && (w == 16 || rows >= 4)
 }
 
 // transposeBlock writes the transpose of a rows×transposeWidth block of
