@@ -285,6 +285,10 @@ func classify(err, cause error) *queue.JobError {
 
 // finish journals a terminal state and publishes its one terminal event.
 func (s *Server) finish(run *jobRun, st queue.Status, e *queue.JobError, m queue.Peaks) {
+	// Counted before the terminal state is recorded, so that /metrics
+	// never lags what GET /v1/videos/{id} shows (taken back if the record
+	// fails).
+	s.countFinished(st, 1)
 	var err error
 	switch st {
 	case queue.StatusCompleted:
@@ -295,6 +299,7 @@ func (s *Server) finish(run *jobRun, st queue.Status, e *queue.JobError, m queue
 		err = s.q.Fail(s.ctx, run.lease, *e, m)
 	}
 	if err != nil {
+		s.countFinished(st, -1)
 		fmt.Fprintf(os.Stderr, "ferry serve: job %s: record %s: %v\n", run.id, st, err)
 		return
 	}
@@ -306,8 +311,12 @@ func (s *Server) finish(run *jobRun, st queue.Status, e *queue.JobError, m queue
 		d.Error = &jobError{Code: e.Code, Message: e.Message}
 	}
 	s.events.publish(run.id, string(st), d)
+}
+
+// countFinished adds n to the finished jobs of status st (/metrics).
+func (s *Server) countFinished(st queue.Status, n int64) {
 	s.stats.mu.Lock()
-	s.stats.finished[st]++
+	s.stats.finished[st] += n
 	s.stats.mu.Unlock()
 }
 
