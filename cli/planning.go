@@ -77,7 +77,7 @@ func (p *planFlags) hardware(prof *planner.Profile) (hwprofile.Profile, error) {
 	}
 	noteHardware(hw)
 	if prof != nil {
-		hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps())
+		hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps(), prof.DiskReadFree)
 	}
 	for name, v := range p.hwOverrides {
 		if *v != 0 {

@@ -55,7 +55,7 @@ func sizesFor(small bool) sizes {
 	// feed-forward up and down projections, 1024 tokens at a time.
 	return sizes{gemm: [][3]int{{1024, 1536, 1536}, {1024, 8960, 1536}, {1024, 1536, 8960}},
 		attnL: 1024, attnHeads: 4, convC: [4]int{96, 384, 32, 8}, convT: 3, convHW: 64,
-		streamElems: 8 << 20, touchBytes: 256 << 20, settle: 4 * time.Second, diskBytes: 256 << 20, minTime: 250 * time.Millisecond}
+		streamElems: 8 << 20, touchBytes: 256 << 20, settle: 15 * time.Second, diskBytes: 256 << 20, minTime: 250 * time.Millisecond}
 }
 
 // Measure probes this machine. Every probe runs through the CPU backend
@@ -272,7 +272,10 @@ func measureUpload(be *cpu.Backend, sz sizes, src dtype.DType) float64 {
 // 4 KiB ones) where a page freed a moment before cost 0.2-0.3. A run
 // starts on memory freed long before, so calibrate probes first thing,
 // after waiting settle for what the process before it freed (a build,
-// another run) to go cold.
+// another run) to go cold: 4 GiB freed at once were cold after 15 s here,
+// and with a 4 s wait, calibrate run right after a request that had
+// streamed 15 GB measured 2.94 µs where a cold page cost 8.9 (Zen 5 kind,
+// 2026-11-27).
 func measureFirstTouch(sz sizes) (cold, warm float64) {
 	time.Sleep(sz.settle)
 	dev := cpu.NewDevice(0)
@@ -407,13 +410,16 @@ func measureDisk(p *Profile, dir string, sz sizes) error {
 	}
 	p.DiskMeasuredGBps = gbps
 	p.DiskGBps = gbps
+	// The read refilled the page cache with the pages the drop had just
+	// freed: warm ones.
+	p.DiskFill = FillWarm
 	p.DiskSuspect, p.DiskNote = false, fmt.Sprintf("read %s from %s", formatMiB(sz.diskBytes), filepath.Dir(path))
 	if gbps > SuspectDiskGBps || !dropped {
 		why := "served from the page cache"
 		if !dropped {
 			why = "the page cache could not be dropped"
 		}
-		p.DiskSuspect = true
+		p.DiskSuspect, p.DiskFill = true, FillUnknown
 		p.DiskGBps = Default().DiskGBps
 		p.DiskNote = fmt.Sprintf("measured %.2f GB/s, suspect (%s); using %.2f GB/s — set --disk-gbps to override", gbps, why, p.DiskGBps)
 	}

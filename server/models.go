@@ -337,7 +337,7 @@ func (ms *models) planInputs(m *model, s spec) (planner.Profile, hwprofile.Profi
 	prof := *m.prof
 	prof.Compute = ms.computeDType(s.DType)
 	hw := ms.hw
-	hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps())
+	hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps(), prof.DiskReadFree)
 	return prof, hw, req
 }
 
