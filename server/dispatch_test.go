@@ -167,3 +167,54 @@ func TestDefaultComputeDType(t *testing.T) {
 		t.Error("a named dtype is not taken as named")
 	}
 }
+
+// A job that finds every weight its model kept after the last job still
+// held is predicted warm at dispatch: its seconds leave out the load,
+// which load_seconds still prices. One whose model lost a block since, or
+// whose runtime was closed, is predicted cold.
+func TestWarmPrediction(t *testing.T) {
+	h := start(t, Config{KeepAlive: -1})
+	run := func() videoJSON {
+		t.Helper()
+		v := h.wait(h.submit(tiny(`"plan":"resident"`)), 2*time.Minute, terminal)
+		if v.Status != queue.StatusCompleted || v.Dispatched == nil {
+			t.Fatalf("job: %s %+v, dispatched %+v", v.Status, v.Error, v.Dispatched)
+		}
+		return v
+	}
+	cold := run()
+	if d := cold.Dispatched; d.Warm || !(d.LoadSeconds > 0) || d.Seconds <= d.LoadSeconds {
+		t.Fatalf("first job: dispatched %+v, want cold, with a load inside its seconds", d)
+	}
+	warm := run()
+	if d := warm.Dispatched; !d.Warm || !(d.LoadSeconds > 0) || d.Seconds >= cold.Dispatched.Seconds {
+		t.Errorf("second job: dispatched %+v, want warm and shorter than the first's %g s", d, cold.Dispatched.Seconds)
+	}
+
+	// One block demoted since: the next job loads it again.
+	h.s.models.mu.Lock()
+	rt := h.s.models.byName["wan-tiny"].rt
+	demoted := int64(0)
+	for _, r := range rt.Exec.Resident() {
+		if r.DeviceBytes > 0 && !r.Busy {
+			demoted = rt.Exec.DemoteDevice(r.Block)
+			break
+		}
+	}
+	h.s.models.mu.Unlock()
+	if demoted == 0 {
+		t.Fatal("no resident block to demote")
+	}
+	if d := run().Dispatched; d.Warm {
+		t.Errorf("after a block was demoted: dispatched %+v, want cold", d)
+	}
+	if d := run().Dispatched; !d.Warm {
+		t.Errorf("the job after that: dispatched %+v, want warm again", d)
+	}
+	if code, _, _ := h.do("POST", "/v1/models/wan-tiny/unload", ""); code != 200 {
+		t.Fatalf("unload: %d", code)
+	}
+	if d := run().Dispatched; d.Warm {
+		t.Errorf("after unload: dispatched %+v, want cold", d)
+	}
+}

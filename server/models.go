@@ -18,6 +18,7 @@ import (
 	"ferry/pipeline/wan"
 	"ferry/planner"
 	"ferry/residency"
+	"ferry/server/queue"
 )
 
 // errInsufficient says no plan fits the budgets (HTTP 422).
@@ -44,9 +45,15 @@ type model struct {
 	keep     time.Duration // after the last job; negative: forever
 	expires  time.Time     // zero: no expiry (forever, or not resident)
 	warm     bool          // the current job found the runtime resident
-	coldS    float64       // seconds of the first job on a fresh runtime
-	warmS    float64       // seconds of the latest job on a warm one
-	loaded   time.Time
+	// kept is what the runtime and the shared components held in
+	// weights when m's last job ended; warmPredicted says the current
+	// job found all of it still held, so its prediction leaves the
+	// load out.
+	kept          int64
+	warmPredicted bool
+	coldS         float64 // seconds of the first job on a fresh runtime
+	warmS         float64 // seconds of the latest job on a warm one
+	loaded        time.Time
 }
 
 // models is the server's set of models and their residency.
@@ -308,6 +315,7 @@ func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 		}
 	}
 	m.warm = reuse
+	m.warmPredicted = reuse && m.kept > 0 && ms.heldBytes(m) >= m.kept
 	m.inUse, m.expires = true, time.Time{}
 	if m.keep == 0 {
 		m.keep = ms.defaultKeep
@@ -379,6 +387,7 @@ func (ms *models) release(m *model, failed bool, keep *time.Duration, jobS float
 	}
 	m.rt.Idle()
 	if !failed {
+		m.kept = ms.heldBytes(m)
 		if m.coldS == 0 {
 			m.coldS = jobS
 		} else {
@@ -417,7 +426,7 @@ func (ms *models) closeRuntime(m *model) {
 		return
 	}
 	m.rt.Close()
-	m.rt, m.rtKey, m.expires = nil, "", time.Time{}
+	m.rt, m.rtKey, m.expires, m.kept = nil, "", time.Time{}, 0
 	ms.evictions++
 	ms.dropUnused(m.shared)
 }
@@ -570,6 +579,35 @@ func (ms *models) demote(m *model, short int64, device bool) {
 			drop()
 		}
 	}
+}
+
+// heldBytes are the weights m's runtime and its shared components hold.
+// Caller holds mu.
+func (ms *models) heldBytes(m *model) int64 {
+	var n int64
+	if m.rt != nil {
+		n = weightBytes(m.rt)
+	}
+	for _, sh := range m.shared {
+		if sh.rt != nil {
+			n += weightBytes(sh.rt)
+		}
+	}
+	return n
+}
+
+// dispatchedPeaks is the prediction a job dispatched on m shows: a job
+// that finds every weight m kept after its last job still held is
+// predicted warm, without the load (LoadSeconds still says what loading
+// them would cost, what the job saves).
+func (ms *models) dispatchedPeaks(m *model, pred planner.Prediction) queue.Peaks {
+	p := predictedPeaks(pred)
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if m.warmPredicted {
+		p.Seconds, p.Warm = max(0, p.Seconds-p.LoadSeconds), true
+	}
+	return p
 }
 
 // weightBytes are the bytes of weights rt holds on device and host.

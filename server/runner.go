@@ -240,7 +240,7 @@ func (s *Server) runJob(j queue.Job, l queue.Lease) {
 		s.finish(run, queue.StatusFailed, &queue.JobError{Code: code, Message: err.Error()}, queue.Peaks{})
 		return
 	}
-	run.dispatched(predictedPeaks(pred))
+	run.dispatched(s.models.dispatchedPeaks(m, pred))
 	outs, measured, runErr := s.generate(ctx, run, m, sp, pred)
 	measured.Seconds = time.Since(start).Seconds()
 	cause := context.Cause(ctx)

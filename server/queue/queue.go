@@ -78,6 +78,8 @@ type Peaks struct {
 	// Warm (measured) says the job found its model's runtime resident:
 	// no checkpoint opened, no plan made. Weights demoted since may still
 	// have been loaded again; DiskBytes says how many came from disk.
+	// Warm (dispatched) says the job found every weight its model kept
+	// after its last job still held: Seconds leaves LoadSeconds out.
 	Warm bool `json:"warm,omitempty"`
 	// DiskBytes (measured) is what the job read from the checkpoint: 0
 	// when every weight it ran was in memory already.
