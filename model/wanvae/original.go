@@ -11,11 +11,13 @@ import (
 // Class is the diffusers class of the VAE's component.
 const Class = "AutoencoderKLWan"
 
-// The Wan repositories' own layout of the Wan 2.1 VAE ("Wan2.1_VAE.pth",
-// ComfyUI's wan_2.1_vae.safetensors: encoder.downsamples.N.residual.M,
-// decoder.upsamples.N, middle, head, conv1/conv2 around the latent) opens
-// with its names mapped to diffusers', as diffusers' single-file loader
-// maps them.
+// The Wan repositories' own layout of the Wan VAEs opens with its names
+// mapped to diffusers', as diffusers' converters map them: Wan 2.1's
+// ("Wan2.1_VAE.pth", ComfyUI's wan_2.1_vae.safetensors:
+// encoder.downsamples.N.residual.M, decoder.upsamples.N, middle, head,
+// conv1/conv2 around the latent) and Wan 2.2's ("Wan2.2_VAE.pth",
+// ComfyUI's wan2.2_vae.safetensors), whose levels nest their layers:
+// encoder.downsamples.L.downsamples.N, decoder.upsamples.L.upsamples.N.
 func init() {
 	checkpoint.RegisterNaming(Class, checkpoint.Naming{Detect: originalLayout, Rename: diffusersName})
 }
@@ -67,14 +69,37 @@ func diffusersName(n string) (string, bool) {
 		return side + ".mid_block." + middleName(strings.TrimPrefix(rest, "middle.")), true
 	case side == "encoder" && strings.HasPrefix(rest, "downsamples."):
 		idx, tail, _ := strings.Cut(strings.TrimPrefix(rest, "downsamples."), ".")
+		if inner, ok := strings.CutPrefix(tail, "downsamples."); ok {
+			return "encoder.down_blocks." + idx + "." + levelName(inner, "downsample"), true
+		}
 		if r, ok := residualParts[tail]; ok {
 			tail = r
 		}
 		return "encoder.down_blocks." + idx + "." + tail, true
 	case side == "decoder" && strings.HasPrefix(rest, "upsamples."):
+		idx, tail, _ := strings.Cut(strings.TrimPrefix(rest, "upsamples."), ".")
+		if inner, ok := strings.CutPrefix(tail, "upsamples."); ok {
+			return "decoder.up_blocks." + idx + "." + levelName(inner, "upsample"), true
+		}
 		return "decoder." + upsampleName(strings.TrimPrefix(rest, "upsamples.")), true
 	}
 	return n, true
+}
+
+// levelName maps a layer of one Wan 2.2 VAE level ("N.residual.2.weight",
+// "N.resample.1.bias") to its diffusers name within the level: residual
+// blocks are resnets.N, and the resampler, whatever its index (the last),
+// is the level's downsampler or upsampler (word). Names it does not know
+// keep their original form.
+func levelName(inner, word string) string {
+	idx, tail, _ := strings.Cut(inner, ".")
+	if r, ok := residualParts[tail]; ok {
+		return "resnets." + idx + "." + r
+	}
+	if strings.HasPrefix(tail, "resample.") || strings.HasPrefix(tail, "time_conv.") {
+		return word + "r." + tail
+	}
+	return word + "s." + inner
 }
 
 // middleName maps "0.residual.2.weight" to "resnets.0.conv1.weight" and

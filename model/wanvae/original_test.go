@@ -46,32 +46,72 @@ func TestDiffusersName(t *testing.T) {
 	}
 }
 
-// Every weight of the Wan 2.1 VAE has an original name that maps back to
-// it, distinct from every other's.
-func TestOriginalNamesRoundTrip(t *testing.T) {
-	c, err := ParseConfig([]byte(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]string{}
-	for _, p := range c.Params() {
-		orig := wantest.OriginalVAEName(p.Name)
-		if prev, dup := seen[orig]; dup {
-			t.Fatalf("%s and %s are both %s", prev, p.Name, orig)
+// Pairs from Wan2.2_VAE.pth beside the names diffusers' converter
+// (convert_vae_22) gives them, written out by hand: each level nests its
+// residual blocks and, last, its resampler.
+var original22Pairs = [][2]string{
+	{"encoder.downsamples.0.downsamples.0.residual.0.gamma", "encoder.down_blocks.0.resnets.0.norm1.gamma"},
+	{"encoder.downsamples.1.downsamples.0.shortcut.weight", "encoder.down_blocks.1.resnets.0.conv_shortcut.weight"},
+	{"encoder.downsamples.2.downsamples.1.residual.6.bias", "encoder.down_blocks.2.resnets.1.conv2.bias"},
+	{"encoder.downsamples.0.downsamples.2.resample.1.weight", "encoder.down_blocks.0.downsampler.resample.1.weight"},
+	{"encoder.downsamples.1.downsamples.2.time_conv.bias", "encoder.down_blocks.1.downsampler.time_conv.bias"},
+	{"decoder.upsamples.0.upsamples.2.residual.3.gamma", "decoder.up_blocks.0.resnets.2.norm2.gamma"},
+	{"decoder.upsamples.1.upsamples.0.residual.2.weight", "decoder.up_blocks.1.resnets.0.conv1.weight"},
+	{"decoder.upsamples.0.upsamples.3.time_conv.weight", "decoder.up_blocks.0.upsampler.time_conv.weight"},
+	{"decoder.upsamples.2.upsamples.3.resample.1.bias", "decoder.up_blocks.2.upsampler.resample.1.bias"},
+	{"decoder.middle.1.proj.weight", "decoder.mid_block.attentions.0.proj.weight"},
+	{"encoder.head.2.bias", "encoder.conv_out.bias"},
+}
+
+func TestDiffusersName22(t *testing.T) {
+	for _, p := range original22Pairs {
+		if got, _ := diffusersName(p[0]); got != p[1] {
+			t.Errorf("%s: got %q, want %q", p[0], got, p[1])
 		}
-		seen[orig] = p.Name
-		if got, _ := diffusersName(orig); got != p.Name {
-			t.Errorf("%s -> %s -> %s", p.Name, orig, got)
+		if got := wantest.OriginalVAE22Name(2)(p[1]); got != p[0] {
+			t.Errorf("wantest.OriginalVAE22Name(2)(%s) = %q, want %q", p[1], got, p[0])
+		}
+	}
+	if !originalLayout([]string{"encoder.downsamples.0.downsamples.0.residual.0.gamma"}) {
+		t.Error("layout detection")
+	}
+}
+
+// Every weight of the Wan 2.1 and Wan 2.2 VAEs has an original name that
+// maps back to it, distinct from every other's.
+func TestOriginalNamesRoundTrip(t *testing.T) {
+	for _, c := range []struct {
+		name, config string
+		original     func(string) string
+	}{
+		{"2.1", `{}`, wantest.OriginalVAEName},
+		{"2.2", ti2v5bConfig, wantest.OriginalVAE22Name(2)},
+	} {
+		cfg, err := ParseConfig([]byte(c.config))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]string{}
+		for _, p := range cfg.Params() {
+			orig := c.original(p.Name)
+			if prev, dup := seen[orig]; dup {
+				t.Fatalf("%s: %s and %s are both %s", c.name, prev, p.Name, orig)
+			}
+			seen[orig] = p.Name
+			if got, _ := diffusersName(orig); got != p.Name {
+				t.Errorf("%s: %s -> %s -> %s", c.name, p.Name, orig, got)
+			}
 		}
 	}
 }
 
 // Renaming never panics.
 func FuzzDiffusersName(f *testing.F) {
-	for _, p := range originalPairs {
+	for _, p := range append(originalPairs, original22Pairs...) {
 		f.Add(p[0])
 	}
 	f.Add("decoder.upsamples.-1.residual.0.gamma")
+	f.Add("encoder.downsamples.0.downsamples")
 	f.Add("decoder.upsamples.99999999999999999999.x")
 	f.Fuzz(func(t *testing.T, name string) { diffusersName(name) })
 }

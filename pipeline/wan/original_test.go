@@ -16,7 +16,13 @@ import (
 // rewrites the components comps names and the others are linked.
 func layoutFolder(t *testing.T, dst string, comps []string, write func(src, dst string)) {
 	t.Helper()
-	src, _ := filepath.Abs(filepath.Join(moeDir, "pipeline"))
+	layoutFolderOf(t, filepath.Join(moeDir, "pipeline"), dst, comps, write)
+}
+
+// layoutFolderOf is layoutFolder for the pipeline folder src.
+func layoutFolderOf(t *testing.T, src, dst string, comps []string, write func(src, dst string)) {
+	t.Helper()
+	src, _ = filepath.Abs(src)
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)
@@ -149,5 +155,39 @@ func TestOriginalLayoutVAE(t *testing.T) {
 	got := runMoE(t, dst, nil, moeRequest(t))
 	if !slices.Equal(got.Video, want.Video) {
 		t.Fatal("the original-layout VAE's video differs from the diffusers-layout VAE's")
+	}
+}
+
+// A Wan 2.2 VAE stored as Wan2.2_VAE.pth and ComfyUI's
+// wan2.2_vae.safetensors store it (each level's layers nested:
+// encoder.downsamples.L.downsamples.N) decodes the TI2V golden case bit
+// for bit as the diffusers-layout VAE does.
+func TestOriginalLayoutVAE22(t *testing.T) {
+	c := wan22Cases()[0]
+	dst := t.TempDir()
+	src, _ := filepath.Abs(c.dir)
+	if err := os.Symlink(filepath.Join(src, "inputs.safetensors"), filepath.Join(dst, "inputs.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	// The golden VAE has one residual block a level (num_res_blocks).
+	original := wantest.OriginalVAE22Name(1)
+	if err := os.Mkdir(filepath.Join(dst, "pipeline"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	layoutFolderOf(t, filepath.Join(c.dir, "pipeline"), filepath.Join(dst, "pipeline"), []string{VAE},
+		func(src, dst string) { wantest.WriteComponent(t, src, dst, original, nil) })
+	raw, err := checkpoint.OpenSet(filepath.Join(dst, "pipeline", VAE))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(raw.Names(), "decoder.upsamples.0.upsamples.0.residual.0.gamma") {
+		t.Fatalf("the rewritten VAE is not in the Wan 2.2 layout: %v", raw.Names()[:4])
+	}
+	raw.Close()
+	want := c.generate(t, nil)
+	c.dir = dst
+	got := c.generate(t, nil)
+	if !slices.Equal(got.Video, want.Video) {
+		t.Fatal("the original-layout Wan 2.2 VAE's video differs from the diffusers-layout VAE's")
 	}
 }

@@ -184,6 +184,7 @@ var vaeParts = [][2]string{
 }
 
 var (
+	vaeLevel     = regexp.MustCompile(`^(encoder\.down|decoder\.up)_blocks\.(\d)\.(resnets\.(\d)|downsampler|upsampler)\.(.*)$`)
 	vaeUpResnet  = regexp.MustCompile(`^decoder\.up_blocks\.(\d)\.resnets\.(\d)\.(.*)$`)
 	vaeUpsampler = regexp.MustCompile(`^decoder\.up_blocks\.(\d)\.upsamplers\.0\.(.*)$`)
 	vaeMid       = regexp.MustCompile(`^(encoder|decoder)\.mid_block\.(resnets|attentions)\.(\d)\.(.*)$`)
@@ -197,6 +198,28 @@ func vaePart(p string) string {
 		}
 	}
 	return p
+}
+
+// OriginalVAE22Name gives a function that spells a diffusers Wan 2.2 VAE
+// name as Wan2.2_VAE.pth (and ComfyUI's wan2.2_vae.safetensors) does, for
+// a VAE of numResBlocks residual blocks a level: each level's layers
+// nest (encoder.downsamples.L.downsamples.N, decoder.upsamples.L.upsamples.N),
+// its resampler last among them; the rest is named as in Wan 2.1.
+func OriginalVAE22Name(numResBlocks int) func(string) string {
+	return func(n string) string {
+		m := vaeLevel.FindStringSubmatch(n)
+		if m == nil {
+			return OriginalVAEName(n)
+		}
+		side, word, last := "encoder", "downsamples", numResBlocks
+		if m[1] == "decoder.up" {
+			side, word, last = "decoder", "upsamples", numResBlocks+1
+		}
+		if m[4] != "" {
+			return fmt.Sprintf("%s.%s.%s.%s.%s.%s", side, word, m[2], word, m[4], vaePart(m[5]))
+		}
+		return fmt.Sprintf("%s.%s.%s.%s.%d.%s", side, word, m[2], word, last, m[5])
+	}
 }
 
 // OriginalVAEName spells a diffusers Wan 2.1 VAE name as Wan2.1_VAE.pth
