@@ -160,7 +160,10 @@ func TestPageCached(t *testing.T) {
 }
 
 // TestProbeUncached reads only chunks outside the page cache, at most the
-// limit, and leaves them cached: a fully cached file probes as nothing.
+// limit: a fully cached file probes as nothing. Where the file system
+// allows O_DIRECT the probe bypasses the page cache and leaves the chunks
+// uncached (a second probe finds them again); elsewhere it reads through
+// the page cache and leaves them cached.
 func TestProbeUncached(t *testing.T) {
 	const n = 4 * ProbeChunk
 	s, path := readSynced(t, n)
@@ -186,15 +189,38 @@ func TestProbeUncached(t *testing.T) {
 		t.Fatalf("probe with a limit of 2 chunks: %+v (%.2f GB/s)", p, p.GBps())
 	}
 	after, _, _ := s.PageCached()
-	if after < before+p.Bytes {
-		t.Errorf("cached %d bytes before the probe and %d after reading %d", before, after, p.Bytes)
-	}
 	rest, err := s.ProbeUncached(n)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if p.Direct {
+		if after > before {
+			t.Errorf("a direct probe left %d more bytes cached", after-before)
+		}
+		if rest.Bytes < p.Bytes || !rest.Direct {
+			t.Errorf("second probe read %+v after a direct one read %d bytes: the chunks should still be uncached", rest, p.Bytes)
+		}
+		return
+	}
+	t.Log("this file system refuses O_DIRECT: the probe read through the page cache")
+	if after < before+p.Bytes {
+		t.Errorf("cached %d bytes before the probe and %d after reading %d", before, after, p.Bytes)
+	}
 	if rest.Bytes+p.Bytes > n {
 		t.Errorf("second probe read %d bytes after %d of a %d-byte tensor: it read cached chunks", rest.Bytes, p.Bytes, n)
+	}
+}
+
+// A direct probe and a buffered one sum to a buffered one.
+func TestProbeAdd(t *testing.T) {
+	d, b := Probe{Bytes: 8, Seconds: 1, Direct: true}, Probe{Bytes: 8, Seconds: 1}
+	for _, c := range []struct {
+		a, b   Probe
+		direct bool
+	}{{d, d, true}, {d, b, false}, {b, d, false}, {Probe{}, d, true}, {b, Probe{}, false}} {
+		if got := c.a.Add(c.b); got.Direct != c.direct || got.Bytes != c.a.Bytes+c.b.Bytes {
+			t.Errorf("%+v + %+v = %+v, want direct %v", c.a, c.b, got, c.direct)
+		}
 	}
 }
 

@@ -1,7 +1,9 @@
 package checkpoint
 
 import (
+	"io"
 	"os"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -27,4 +29,52 @@ func residentPages(f *os.File, size int64) ([]byte, error) {
 		return nil, errno
 	}
 	return vec, nil
+}
+
+// probeDirect times reads of the chunks with O_DIRECT, into a buffer
+// aligned to the page as O_DIRECT needs: the disk's time alone, with no
+// page cache filled. The buffer is touched before the clock starts: its
+// fresh pages would otherwise be faulted in during the first read (16 MiB
+// of them took the rate of four 16 MiB reads from 1.4 to 0.7 GB/s). It
+// fails where the file system refuses O_DIRECT (tmpfs), and the caller
+// reads through the page cache instead.
+func probeDirect(chunks []probeChunk) (Probe, error) {
+	buf, err := unix.Mmap(-1, 0, ProbeChunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return Probe{}, err
+	}
+	defer unix.Munmap(buf)
+	for i := 0; i < len(buf); i += os.Getpagesize() {
+		buf[i] = 1
+	}
+	files := map[*File]int{}
+	defer func() {
+		for _, fd := range files {
+			unix.Close(fd)
+		}
+	}()
+	p := Probe{Direct: true}
+	for _, c := range chunks {
+		fd, ok := files[c.f]
+		if !ok {
+			if fd, err = unix.Open(c.f.path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0); err != nil {
+				return Probe{}, err
+			}
+			files[c.f] = fd
+		}
+		t0 := time.Now()
+		for done := 0; done < len(buf); {
+			k, err := unix.Pread(fd, buf[done:], c.off+int64(done))
+			if err != nil {
+				return Probe{}, err
+			}
+			if k == 0 {
+				return Probe{}, io.ErrUnexpectedEOF
+			}
+			done += k
+		}
+		p.Seconds += time.Since(t0).Seconds()
+		p.Bytes += ProbeChunk
+	}
+	return p, nil
 }

@@ -77,7 +77,7 @@ func (p *planFlags) hardware(prof *planner.Profile) (hwprofile.Profile, error) {
 	}
 	noteHardware(hw)
 	if prof != nil {
-		hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps(), prof.DiskReadFree)
+		hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps(), prof.DiskRead.Direct)
 	}
 	for name, v := range p.hwOverrides {
 		if *v != 0 {

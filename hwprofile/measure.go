@@ -410,16 +410,13 @@ func measureDisk(p *Profile, dir string, sz sizes) error {
 	}
 	p.DiskMeasuredGBps = gbps
 	p.DiskGBps = gbps
-	// The read refilled the page cache with the pages the drop had just
-	// freed: warm ones.
-	p.DiskFill = FillWarm
 	p.DiskSuspect, p.DiskNote = false, fmt.Sprintf("read %s from %s", formatMiB(sz.diskBytes), filepath.Dir(path))
 	if gbps > SuspectDiskGBps || !dropped {
 		why := "served from the page cache"
 		if !dropped {
 			why = "the page cache could not be dropped"
 		}
-		p.DiskSuspect, p.DiskFill = true, FillUnknown
+		p.DiskSuspect = true
 		p.DiskGBps = Default().DiskGBps
 		p.DiskNote = fmt.Sprintf("measured %.2f GB/s, suspect (%s); using %.2f GB/s — set --disk-gbps to override", gbps, why, p.DiskGBps)
 	}

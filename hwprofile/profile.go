@@ -149,10 +149,6 @@ type Profile struct {
 	// kind: blocks computed in 0.9 s instead of 0.6 s while 0.65 s reads
 	// of the next block ran beside them.
 	DiskCPU float64 `json:"disk_cpu"`
-	// DiskFill is the page-cache fill that the read timed for DiskGBps
-	// paid for (a buffered read fills the page cache as it goes), so
-	// that the planner prices only what a run's reads pay beyond it.
-	DiskFill Fill `json:"disk_fill,omitempty"`
 
 	// CopyOverlap is the fraction of a weight copy that hides behind
 	// compute when both run at once (1: free, 0: they take turns). On the
@@ -463,73 +459,23 @@ func Flags() []Flag {
 // cover before its rate replaces the profile's disk figure.
 const MinDiskProbeBytes = 8 << 20
 
-// Fill names the memory a read of uncached checkpoint pages fills the page
-// cache with, by what a page of it costs (see FillUsPerPage).
-type Fill string
-
-const (
-	// FillUnknown: the read's fill is not known (a default or a figure
-	// the user set): the planner prices every fill on top of the disk.
-	FillUnknown Fill = ""
-	// FillWarm: pages the kernel freed moments before (calibrate drops
-	// its probe file's pages and reads it again at once).
-	FillWarm Fill = "warm"
-	// FillCold: the kernel's free memory, free since long before: on a
-	// VM whose balloon reports free memory, faulted in at the
-	// first-touch rate.
-	FillCold Fill = "cold"
-	// FillReclaim: past free memory, each page evicts a cached one.
-	FillReclaim Fill = "reclaim"
-)
-
-// FillUsPerPage is what a 4 KiB page of the page cache costs to fill from
-// memory of kind f: the touch rates the profile measured. 0 for
-// FillUnknown.
-func (p Profile) FillUsPerPage(f Fill) float64 {
-	switch f {
-	case FillWarm:
-		return p.WarmTouchUsPerPage
-	case FillCold:
-		return p.FirstTouchUsPerPage
-	case FillReclaim:
-		return p.ReclaimTouchUsPerPage
-	}
-	return 0
-}
-
-// reclaimMargin is the free memory below which the kernel is taken to
-// evict page cache for a read rather than hand out free pages: its
-// watermarks sit at a few hundred MiB on a 24 GiB machine.
-const reclaimMargin = 512 << 20
-
 // UseCheckpointRead prices uncached checkpoint reads at a rate measured
-// by reading the checkpoint's own uncached pages (bytes of them) when the
-// kernel had free bytes of free memory (0 or less: not known): it is the
-// disk the weights are on, and it shows what no residency query can (a
-// virtual machine's host may cache the file). The read filled the page
-// cache from that free memory where it held the read with room to spare,
-// and by evicting cached pages otherwise (DiskFill): its rate includes
-// that fill. Reads too short to trust leave the profile as it is;
-// --disk-gbps, applied after, overrides it.
-//
-// Measured on the Zen 5 kind VM (2026-11-28): a synthetic model's 782 MB
-// transformer, its pages dropped 20 s before and 23 GB free, was probed at
-// 0.62-0.66 GB/s and loaded in 1.39 s; priced at that rate plus a cold
-// fill at the first-touch rate, its load was predicted 2.93-2.99 s.
-func (p *Profile) UseCheckpointRead(bytes int64, gbps float64, free int64) {
+// by reading the checkpoint's own uncached pages (bytes of them; direct:
+// bypassing the page cache, the disk's time alone, as the planner wants
+// it, for it prices the page cache a read fills apart): it is the disk the
+// weights are on, and it shows what no residency query can (a virtual
+// machine's host may cache the file). Reads too short to trust leave the
+// profile as it is; --disk-gbps, applied after, overrides it.
+func (p *Profile) UseCheckpointRead(bytes int64, gbps float64, direct bool) {
 	if bytes < MinDiskProbeBytes || !(gbps > 0) {
 		return
 	}
-	p.DiskGBps, p.DiskSuspect = gbps, false
-	p.DiskFill = FillUnknown
-	into := ""
-	switch {
-	case free >= bytes+reclaimMargin:
-		p.DiskFill, into = FillCold, ", into free memory"
-	case free > 0:
-		p.DiskFill, into = FillReclaim, ", evicting page cache"
+	how := "through the page cache"
+	if direct {
+		how = "bypassing the page cache"
 	}
-	p.DiskNote = fmt.Sprintf("read %d MiB of the checkpoint outside the page cache at %.2f GB/s%s", bytes>>20, gbps, into)
+	p.DiskGBps, p.DiskSuspect = gbps, false
+	p.DiskNote = fmt.Sprintf("read %d MiB of the checkpoint outside the page cache at %.2f GB/s, %s", bytes>>20, gbps, how)
 }
 
 // Set overrides one figure by its flag name, e.g. Set("disk-gbps", 1.5).
@@ -551,7 +497,7 @@ func (p *Profile) Set(name string, v float64) error {
 		if f.name == name && f.get != nil {
 			*f.get(p) = v
 			if name == "disk-gbps" {
-				p.DiskSuspect, p.DiskNote, p.DiskFill = false, "set by --disk-gbps", FillUnknown
+				p.DiskSuspect, p.DiskNote = false, "set by --disk-gbps"
 			}
 			p.markOverride()
 			return nil

@@ -144,9 +144,6 @@ func TestMeasureSmall(t *testing.T) {
 	if p.DiskSuspect && p.DiskGBps != Default().DiskGBps {
 		t.Errorf("suspect disk figure kept: %g", p.DiskGBps)
 	}
-	if want := map[bool]Fill{false: FillWarm, true: FillUnknown}[p.DiskSuspect]; p.DiskFill != want {
-		t.Errorf("disk fill %q with the figure suspect %v, want %q", p.DiskFill, p.DiskSuspect, want)
-	}
 }
 
 // TestLoadFillsNewFigures loads a profile saved before page_cache_gbps,
@@ -190,44 +187,20 @@ func TestLoadFillsNewFigures(t *testing.T) {
 }
 
 // TestUseCheckpointRead takes a rate measured on the checkpoint only from
-// a read long enough to trust, records which fill the read paid for by the
-// free memory it had, and --disk-gbps set after it wins and includes none.
+// a read long enough to trust, and --disk-gbps set after it wins.
 func TestUseCheckpointRead(t *testing.T) {
 	p := Default()
 	p.DiskSuspect = true
-	p.UseCheckpointRead(MinDiskProbeBytes-1, 3, 8<<30)
-	if p.DiskGBps != Default().DiskGBps || !p.DiskSuspect || p.DiskFill != FillUnknown {
-		t.Fatalf("a read of %d bytes replaced the disk figure: %g GB/s, fill %q", MinDiskProbeBytes-1, p.DiskGBps, p.DiskFill)
+	p.UseCheckpointRead(MinDiskProbeBytes-1, 3, true)
+	if p.DiskGBps != Default().DiskGBps || !p.DiskSuspect {
+		t.Fatalf("a read of %d bytes replaced the disk figure: %g GB/s", MinDiskProbeBytes-1, p.DiskGBps)
 	}
-	for _, c := range []struct {
-		free int64
-		want Fill
-	}{
-		{8 << 30, FillCold},
-		{64<<20 + reclaimMargin, FillCold},
-		{64<<20 + reclaimMargin - 1, FillReclaim},
-		{1, FillReclaim},
-		{0, FillUnknown}, // not known
-	} {
-		p.UseCheckpointRead(64<<20, 3, c.free)
-		if p.DiskGBps != 3 || p.DiskSuspect || !strings.Contains(p.DiskNote, "64 MiB of the checkpoint") || p.DiskFill != c.want {
-			t.Fatalf("after a 64 MiB read at 3 GB/s with %d bytes free: %g GB/s, suspect %v, fill %q (want %q), note %q",
-				c.free, p.DiskGBps, p.DiskSuspect, p.DiskFill, c.want, p.DiskNote)
-		}
+	p.UseCheckpointRead(64<<20, 3, true)
+	if p.DiskGBps != 3 || p.DiskSuspect || !strings.Contains(p.DiskNote, "64 MiB of the checkpoint") || !strings.Contains(p.DiskNote, "bypassing") {
+		t.Fatalf("after a 64 MiB read at 3 GB/s: %g GB/s, suspect %v, note %q", p.DiskGBps, p.DiskSuspect, p.DiskNote)
 	}
-	p.UseCheckpointRead(64<<20, 3, 8<<30)
-	if err := p.Set("disk-gbps", 0.5); err != nil || p.DiskGBps != 0.5 || p.DiskFill != FillUnknown {
-		t.Fatalf("--disk-gbps after the probe: %g GB/s, fill %q, %v", p.DiskGBps, p.DiskFill, err)
-	}
-}
-
-// TestFillUsPerPage: each fill costs the touch rate of the memory it takes.
-func TestFillUsPerPage(t *testing.T) {
-	p := Profile{FirstTouchUsPerPage: 8, WarmTouchUsPerPage: 0.5, ReclaimTouchUsPerPage: 1}
-	for f, want := range map[Fill]float64{FillUnknown: 0, FillWarm: 0.5, FillCold: 8, FillReclaim: 1} {
-		if got := p.FillUsPerPage(f); got != want {
-			t.Errorf("fill %q: %g µs a page, want %g", f, got, want)
-		}
+	if err := p.Set("disk-gbps", 0.5); err != nil || p.DiskGBps != 0.5 {
+		t.Fatalf("--disk-gbps after the probe: %g GB/s, %v", p.DiskGBps, err)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"ferry/checkpoint"
 	"ferry/dtype"
-	"ferry/hwprofile"
 	"ferry/model/umt5"
 	"ferry/model/wan"
 	"ferry/model/wanvae"
@@ -83,17 +82,15 @@ const diskProbeBytes = 64 << 20
 
 // MeasureFolder is ProfileFromFolder after a timed read of up to
 // diskProbeBytes of the weights' pages that are not in the page cache,
-// spread over the components by size (Profile.DiskRead). The pages read
-// stay cached, and the profile's Cached fractions count them; the
-// kernel's free memory before the read says what the page cache it filled
-// cost (hwprofile.Profile.UseCheckpointRead).
+// spread over the components by size (Profile.DiskRead), bypassing the
+// page cache where it can (checkpoint.Set.ProbeUncached); pages read
+// through it stay cached, and the profile's Cached fractions count them.
 func MeasureFolder(dir string) (*Profile, error) {
 	f, err := checkpoint.OpenFolder(dir)
 	if err != nil {
 		return nil, fmt.Errorf("planner: %w", err)
 	}
 	defer f.Close()
-	free := hwprofile.ReadMemory().Free
 	probe, err := probeFolder(f)
 	if err != nil {
 		return nil, err
@@ -102,7 +99,7 @@ func MeasureFolder(dir string) (*Profile, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.DiskRead, p.DiskReadFree = probe, free
+	p.DiskRead = probe
 	return p, nil
 }
 

@@ -638,57 +638,6 @@ func TestReadFillsThePageCache(t *testing.T) {
 	check("free memory unknown", s, block(), 0, disk(100))
 }
 
-// TestReadPaysBeyondTheProbesFill: the read timed for the disk rate
-// filled the page cache too (hwprofile.Profile.DiskFill), so a read with
-// no compute beside it costs what its pages take beyond that fill's rate,
-// and never less than the disk rate alone; beside compute, the whole fill
-// (as where the fill paid is unknown), and in part for a read that
-// compute runs beside for part of its time.
-func TestReadPaysBeyondTheProbesFill(t *testing.T) {
-	const page = pageSize
-	disk := func(pages float64) float64 { return pages * page / 1e9 }
-	us := func(pages, rate float64) float64 { return pages * rate * 1e-6 }
-	block := func() *simBlock { return &simBlock{comp: &simComp{unread: 100 * page}, rawBytes: 100 * page} }
-	// Rates: cold 10, warm 1, reclaim 3 µs a page.
-	for _, c := range []struct {
-		fill                hwprofile.Fill
-		cold, past, warmAll float64 // the want of each read, past its disk time
-	}{
-		{hwprofile.FillUnknown, us(100, 10), us(50, 10) + us(50, 3), us(100, 1)},
-		{hwprofile.FillWarm, us(100, 9), us(50, 9) + us(50, 2), 0},
-		{hwprofile.FillReclaim, us(100, 7), us(50, 7), 0},
-		{hwprofile.FillCold, 0, 0, 0},
-	} {
-		hw := hwprofile.Default()
-		hw.FirstTouchUsPerPage, hw.WarmTouchUsPerPage, hw.ReclaimTouchUsPerPage = 10, 1, 3
-		hw.DiskGBps, hw.PageCacheGBps, hw.DiskSustainedGBps = 1, 100, 0
-		hw.DiskFill = c.fill
-		s := newSim(hw, Budgets{FreeBytes: 150 * page})
-		if got, want := readSum(s, block(), 0), disk(100)+c.cold; math.Abs(got-want) > 1e-12 {
-			t.Errorf("fill %q paid, into free memory: %.4gs, want %.4gs", c.fill, got, want)
-		}
-		if got, want := readSum(s, block(), 1), disk(100)+c.past; math.Abs(got-want) > 1e-12 {
-			t.Errorf("fill %q paid, past free memory: %.4gs, want %.4gs", c.fill, got, want)
-		}
-		s = newSim(hw, Budgets{FreeBytes: 1000 * page})
-		s.freed(100*page, 0)
-		if got, want := readSum(s, block(), 8), disk(100)+c.warmAll; math.Abs(got-want) > 1e-12 {
-			t.Errorf("fill %q paid, 8 s after a drop: %.4gs, want %.4gs", c.fill, got, want)
-		}
-		s = newSim(hw, Budgets{FreeBytes: 150 * page})
-		s.computeUntil = 100
-		if got, want := readSum(s, block(), 0), disk(100)+us(100, 10); math.Abs(got-want) > 1e-12 {
-			t.Errorf("fill %q paid, beside compute: %.4gs, want %.4gs", c.fill, got, want)
-		}
-		// Compute for half of the read alone's time.
-		s = newSim(hw, Budgets{FreeBytes: 150 * page})
-		s.computeUntil = 1 + (disk(100)+c.cold)/2
-		if got, want := readSum(s, block(), 1), disk(100)+c.cold+(us(100, 10)-c.cold)/2; math.Abs(got-want) > 1e-12 {
-			t.Errorf("fill %q paid, compute beside half the read: %.4gs, want %.4gs", c.fill, got, want)
-		}
-	}
-}
-
 // TestTouchPastFreeMemory: fresh pages cost the calibrated first touch
 // while the kernel has free memory and the reclaim rate past it; reads of
 // uncached checkpoint pages use up free memory too (the page cache grows),
@@ -975,29 +924,39 @@ func TestSoloEstimateForWarmRequests(t *testing.T) {
 
 // TestLoadSecondsOfHostCopies: a warm request does not pay the checkpoint
 // read that filled a component's host-tier copies (read once, at the
-// disk's rate here), nor a resident component's whole copy; it still pays
-// the uploads from the host copies.
+// disk's rate here, and the page cache it fills, out of cold free memory
+// where the free memory is known), nor a resident component's whole copy;
+// it still pays the uploads from the host copies.
 func TestLoadSecondsOfHostCopies(t *testing.T) {
 	p, hw := mustBuiltin(t, "wan-tiny"), hwprofile.Default()
 	hw.DiskGBps, hw.DiskSustainedGBps = 0.5, 0
 	plan := residency.Uniform("", residency.ComponentPlan{Placement: residency.Resident}, TextEncoder, VAE)
 	plan.Components[Transformer] = residency.ComponentPlan{Placement: residency.Onload, Tier: residency.TierHost}
-	pred, err := Predict(p, hw, plan, requestFor("wan-tiny"), Budgets{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := 0.0
-	for _, c := range pred.Components {
-		if c.Name == Transformer {
-			want += float64(c.StoredBytes) / 0.5e9 // uncached: the disk
-			if c.CopyS <= c.ReadS {
-				t.Errorf("transformer: copies %.4gs, the read alone %.4gs: the uploads are missing", c.CopyS, c.ReadS)
-			}
-		} else {
-			want += c.CopyS
+	for _, free := range []int64{0, 16 << 30} {
+		pred, err := Predict(p, hw, plan, requestFor("wan-tiny"), Budgets{FreeBytes: free})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if math.Abs(pred.LoadS-want) > 1e-9*want {
-		t.Errorf("load %.6gs, want %.6gs", pred.LoadS, want)
+		want := 0.0
+		for _, c := range pred.Components {
+			if c.Name == Transformer {
+				fill := 0.0
+				if free > 0 { // uncached, into cold free memory
+					fill = float64(c.StoredBytes) / pageSize * hw.FirstTouchUsPerPage * 1e-6
+				}
+				want += float64(c.StoredBytes)/0.5e9 + fill // uncached: the disk
+				if math.Abs(c.FillS-fill) > 1e-9 {
+					t.Errorf("%d bytes free: transformer fill %.4gs, want %.4gs", free, c.FillS, fill)
+				}
+				if c.CopyS <= c.ReadS+c.FillS {
+					t.Errorf("transformer: copies %.4gs, the read alone %.4gs: the uploads are missing", c.CopyS, c.ReadS+c.FillS)
+				}
+			} else {
+				want += c.CopyS
+			}
+		}
+		if math.Abs(pred.LoadS-want) > 1e-9*want {
+			t.Errorf("%d bytes free: load %.6gs, want %.6gs", free, pred.LoadS, want)
+		}
 	}
 }

@@ -99,7 +99,10 @@ type ComponentPrediction struct {
 	CopyS        float64             `json:"copy_s"`
 	// ReadS is the part of CopyS spent reading the checkpoint (disk and
 	// page cache, not the first touch of the pages it fills).
-	ReadS       float64 `json:"read_s"`
+	ReadS float64 `json:"read_s"`
+	// FillS is the first touch of the page cache those reads filled
+	// (part of CopyS).
+	FillS       float64 `json:"fill_s"`
 	Loads       int     `json:"loads"`
 	BytesCopied int64   `json:"bytes_copied"`
 	BytesDisk   int64   `json:"bytes_read_disk"`
@@ -657,7 +660,7 @@ func (pl *pipelineSim) fill(pred *Prediction) {
 			Name: cs.name, Placement: cs.plan.Placement, Blocks: len(cs.blocks),
 			DeviceBytes: prof.DeviceBytes(pl.p.Compute), StoredBytes: prof.StoredBytes(), Cached: prof.Cached,
 			ComputeS: st.compute + pen, StallS: st.stall, CopyS: st.copy, Loads: st.loads,
-			ReadS: st.read, BytesCopied: st.bytesCopied, BytesDisk: st.bytesDisk,
+			ReadS: st.read, FillS: st.fill, BytesCopied: st.bytesCopied, BytesDisk: st.bytesDisk,
 		}
 		for _, b := range cs.blocks {
 			cp.LargestBlock = max(cp.LargestBlock, b.devBytes)
@@ -718,11 +721,11 @@ func (pl *pipelineSim) heapBytes() int64 {
 // loadSeconds is Prediction.LoadS: for resident and host-placed components
 // their whole copy (read, conversion, upload), for components that move
 // from host-tier copies the checkpoint read that fills those copies, as
-// the simulation priced it (ReadS: only those reads, the copies being
-// read once). The first touch of the copies' pages is left out: a server
-// that demoted another model moments before gets them at the warm-page
-// price (790 MB onloaded in 1.1 s in all there, where the fresh price
-// alone is 1.6 s).
+// the simulation priced it (ReadS and the page cache it fills, FillS: only
+// those reads, the copies being read once). The first touch of the
+// copies' own pages is left out: a server that demoted another model
+// moments before gets them at the warm-page price (790 MB onloaded in
+// 1.1 s in all there, where the fresh price alone is 1.6 s).
 func loadSeconds(p Prediction) float64 {
 	var s float64
 	for _, c := range p.Components {
@@ -730,7 +733,7 @@ func loadSeconds(p Prediction) float64 {
 		case c.Placement == residency.Resident || c.Placement == residency.Host:
 			s += c.CopyS
 		case c.Tier != residency.TierDisk:
-			s += c.ReadS
+			s += c.ReadS + c.FillS
 		}
 	}
 	return s

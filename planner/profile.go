@@ -52,9 +52,6 @@ type Profile struct {
 	// DiskRead, from MeasureFolder, timed a read of checkpoint pages that
 	// were outside the page cache (zero when none was made).
 	DiskRead checkpoint.Probe
-	// DiskReadFree is the kernel's free memory when that read began (0:
-	// not known): the page cache the read filled came out of it.
-	DiskReadFree int64
 
 	// Boundary is Wan 2.2 A14B's boundary_ratio: the transformer_2
 	// component (the low-noise expert, the transformer's architecture)

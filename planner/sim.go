@@ -59,6 +59,7 @@ type simComp struct {
 type compStats struct {
 	compute, stall, copy, upload float64
 	read, touch                  float64 // of copy: reading the checkpoint, first touch of host copies
+	fill                         float64 // of touch: the page cache the reads filled
 	actTouch                     float64 // of compute: first touch of activations
 	loads, evictions             int
 	bytesCopied, bytesDisk       int64
@@ -68,13 +69,14 @@ func (a compStats) plus(b compStats, times int) compStats {
 	f := float64(times)
 	return compStats{
 		compute: a.compute + f*b.compute, stall: a.stall + f*b.stall, copy: a.copy + f*b.copy, upload: a.upload + f*b.upload, read: a.read + f*b.read, touch: a.touch + f*b.touch,
+		fill:     a.fill + f*b.fill,
 		actTouch: a.actTouch + f*b.actTouch, loads: a.loads + times*b.loads, evictions: a.evictions + times*b.evictions,
 		bytesCopied: a.bytesCopied + int64(times)*b.bytesCopied, bytesDisk: a.bytesDisk + int64(times)*b.bytesDisk,
 	}
 }
 
 func (a compStats) minus(b compStats) compStats {
-	return compStats{compute: a.compute - b.compute, stall: a.stall - b.stall, copy: a.copy - b.copy, upload: a.upload - b.upload, read: a.read - b.read, touch: a.touch - b.touch,
+	return compStats{compute: a.compute - b.compute, stall: a.stall - b.stall, copy: a.copy - b.copy, upload: a.upload - b.upload, read: a.read - b.read, touch: a.touch - b.touch, fill: a.fill - b.fill,
 		actTouch: a.actTouch - b.actTouch, loads: a.loads - b.loads, evictions: a.evictions - b.evictions, bytesCopied: a.bytesCopied - b.bytesCopied, bytesDisk: a.bytesDisk - b.bytesDisk}
 }
 
@@ -91,17 +93,14 @@ type sim struct {
 	comps     []*simComp
 	byName    map[string]*simComp
 
-	now float64
-	// computeUntil is when the compute running now ends (or the last one
-	// ended): a load started before it runs beside compute (readTime).
-	computeUntil float64
-	queue        []*simBlock
-	workerFree   float64
-	inflight     *simBlock // the load started last
-	loadingNow   *simBlock // the load whose buffer is being allocated
-	current      *simComp
-	clock        uint64
-	staging      *mblock
+	now        float64
+	queue      []*simBlock
+	workerFree float64
+	inflight   *simBlock // the load started last
+	loadingNow *simBlock // the load whose buffer is being allocated
+	current    *simComp
+	clock      uint64
+	staging    *mblock
 
 	live      map[int]liveTensor
 	err       error
@@ -350,6 +349,7 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 		var fill float64
 		diskRead, fill = s.readTime(x, start)
 		touch += fill
+		cs.stats.fill += fill
 		read = diskRead + touch
 		cs.stats.bytesDisk += x.rawBytes
 	}
@@ -362,6 +362,7 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 		}
 		diskRead, touch = s.readTime(x, start)
 		read = diskRead + touch
+		cs.stats.fill += touch
 		cs.stats.bytesDisk += x.rawBytes
 	}
 	upload := float64(x.devBytes)/s.uploadRate(cs.storage) + s.touchTime(fresh, start)
@@ -381,14 +382,11 @@ func (s *sim) startLoad(x *simBlock, start float64) {
 // readTime is the time to read a block from its checkpoint at time at:
 // the disk's or the page cache's, and apart from it the first touch of the
 // page cache the read fills (fillTime), which takes the cores as other
-// first touches do: at its price beside compute for the share of the read
-// that the compute started so far runs beside (computeUntil), at its price
-// alone for the rest. The first read finds the share of the component's
+// first touches do. The first read finds the share of the component's
 // unread bytes the page cache still holds and leaves the block there, so
 // the second (disk tier) finds it unless the run's memory has evicted it
-// since; later reads find nothing. From its second load on, the executor
-// drops a disk-tier block's pages after reading them, and the kernel has
-// that memory free, warm.
+// since; later reads find nothing. From its second load on, the executor drops a disk-tier block's
+// pages after reading them, and the kernel has that memory free, warm.
 func (s *sim) readTime(x *simBlock, at float64) (read, fill float64) {
 	raw := x.rawBytes
 	var cached int64
@@ -406,15 +404,8 @@ func (s *sim) readTime(x *simBlock, at float64) (read, fill float64) {
 		cached = int64(float64(raw) * float64(s.readCached) / float64(s.readBytes))
 	}
 	x.reads++
-	beside, alone := s.fillTime(raw-cached, at)
+	fill = s.fillTime(raw-cached, at)
 	read = s.diskTime(raw-cached) + float64(cached)/(s.hw.PageCacheGBps*1e9)
-	// The share of the read that compute runs beside, as far as the
-	// compute started so far goes.
-	f := 0.0
-	if s.computeUntil > at {
-		f = min(1, (s.computeUntil-at)/max(read+alone, 1e-9))
-	}
-	fill = alone + f*(beside-alone)
 	if x.reads > 1 && x.comp.plan.FromDisk() {
 		if x.reads == 2 {
 			s.readBytes -= raw
@@ -433,39 +424,24 @@ func (s *sim) readTime(x *simBlock, at float64) (read, fill float64) {
 // past it evicting page cache the reclaim rate. Where free memory is
 // unknown the disk rate alone prices the read, as the probe measured it.
 //
-// It returns two prices: beside compute, and alone. Beside compute, the
-// fill costs those rates on top of the disk's. Measured on
-// Wan2.2-T2V-A14B (bf16, device and host 8 GiB, see
+// Measured on Wan2.2-T2V-A14B (bf16, device and host 8 GiB, see
 // docs/sweeps/a14b-256x256x17.md): a disk-tier block read into the pages
 // of the block dropped 8 s before took 0.6 s (1.1 GB/s); the low-noise
 // expert's first reads, into the 17 GB the high-noise expert's drops had
 // freed minutes before, took 2.1-2.3 s (9 µs more a 4 KiB page, the
 // first-touch rate), with the kernel's time on the cores tripled; once
 // the free memory ran out, 0.8 s.
-//
-// Alone, with no compute beside it, a fill costs only what it takes
-// beyond the fill that the read timed for the disk rate paid
-// (hwprofile.Profile.DiskFill), and never less than the disk rate. ferry's
-// probe of the checkpoint itself, run with free memory to spare, paid the
-// cold fill: a synthetic model's 782 MB transformer, dropped 20 s before,
-// was probed at 0.62-0.66 GB/s and loaded before any compute in 1.39 s
-// (Zen 5 kind, 23 GB free), and with a cold fill priced on top of that
-// rate it was predicted 2.93-2.99 s.
-func (s *sim) fillTime(n int64, at float64) (beside, alone float64) {
+func (s *sim) fillTime(n int64, at float64) float64 {
 	if n <= 0 || s.free < 0 {
-		return 0, 0
+		return 0
 	}
 	warm := s.takeWarm(n, at, fillWarmLife)
 	s.free -= min(warm, s.free)
 	n -= warm
 	cold := s.useFree(n)
-	price := func(paid float64) float64 {
-		beyond := func(rate float64) float64 { return max(0, rate-paid) }
-		us := float64(warm)*beyond(s.hw.WarmTouchUsPerPage) + float64(cold)*beyond(s.hw.FirstTouchUsPerPage) +
-			float64(n-cold)*beyond(s.hw.ReclaimTouchUsPerPage)
-		return us / pageSize * 1e-6
-	}
-	return price(0), price(s.hw.FillUsPerPage(s.hw.DiskFill))
+	us := float64(warm)*s.hw.WarmTouchUsPerPage + float64(cold)*s.hw.FirstTouchUsPerPage +
+		float64(n-cold)*s.hw.ReclaimTouchUsPerPage
+	return us / pageSize * 1e-6
 }
 
 // diskTime prices n bytes read from the disk: at DiskGBps (the rate ferry
@@ -606,12 +582,6 @@ func (s *sim) wait(cs *simComp, bs []*simBlock) {
 			s.now = x.finish
 		}
 	}
-}
-
-// computeFor starts dur seconds of compute now: the loads started from
-// here on run beside it, the first of them at once.
-func (s *sim) computeFor(dur float64) {
-	s.computeUntil = s.now + dur
 	s.advance(s.now)
 }
 
@@ -685,7 +655,6 @@ func (s *sim) run(cs *simComp, c call) {
 	b.inUse, b.lastUse = true, s.clock
 
 	dur := s.seconds(c.work) + s.overhead(c.ev)
-	s.computeFor(dur)
 	mapped := cs.acts.Mapped
 	t0 := s.now
 	for j, ev := range c.ev {

@@ -543,7 +543,6 @@ func (ts *trainSim) runCall(block int, ev []event, w work, into *float64) float6
 	s.clock++
 	b.inUse, b.lastUse = true, s.clock
 	dur := s.seconds(w) + s.overhead(ev)
-	s.computeFor(dur)
 	mapped := cs.acts.Mapped
 	t0 := s.now
 	for j, e := range ev {

@@ -345,7 +345,7 @@ func (ms *models) planInputs(m *model, s spec) (planner.Profile, hwprofile.Profi
 	prof := *m.prof
 	prof.Compute = ms.computeDType(s.DType)
 	hw := ms.hw
-	hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps(), prof.DiskReadFree)
+	hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps(), prof.DiskRead.Direct)
 	return prof, hw, req
 }
 
