@@ -32,20 +32,6 @@ var originalPairs = [][2]string{
 	{"decoder.upsamples.11.resample.1.bias", "decoder.up_blocks.2.upsamplers.0.resample.1.bias"},
 }
 
-func TestDiffusersName(t *testing.T) {
-	for _, p := range originalPairs {
-		if got, _ := diffusersName(p[0]); got != p[1] {
-			t.Errorf("%s: got %q, want %q", p[0], got, p[1])
-		}
-		if got := wantest.OriginalVAEName(p[1]); got != p[0] {
-			t.Errorf("wantest.OriginalVAEName(%s) = %q, want %q", p[1], got, p[0])
-		}
-	}
-	if !originalLayout([]string{"decoder.upsamples.0.residual.0.gamma"}) || originalLayout([]string{"decoder.up_blocks.0.resnets.0.norm1.gamma"}) {
-		t.Error("layout detection")
-	}
-}
-
 // Pairs from Wan2.2_VAE.pth beside the names diffusers' converter
 // (convert_vae_22) gives them, written out by hand: each level nests its
 // residual blocks and, last, its resampler.
@@ -63,17 +49,34 @@ var original22Pairs = [][2]string{
 	{"encoder.head.2.bias", "encoder.conv_out.bias"},
 }
 
-func TestDiffusersName22(t *testing.T) {
-	for _, p := range original22Pairs {
-		if got, _ := diffusersName(p[0]); got != p[1] {
-			t.Errorf("%s: got %q, want %q", p[0], got, p[1])
-		}
-		if got := wantest.OriginalVAE22Name(2)(p[1]); got != p[0] {
-			t.Errorf("wantest.OriginalVAE22Name(2)(%s) = %q, want %q", p[1], got, p[0])
+// Both tables map to diffusers' names, and the tests' own inverses
+// (wantest) map them back.
+func TestDiffusersName(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		pairs    [][2]string
+		original func(string) string
+	}{
+		{"2.1", originalPairs, wantest.OriginalVAEName},
+		{"2.2", original22Pairs, wantest.OriginalVAE22Name(2)},
+	} {
+		for _, p := range c.pairs {
+			if got, _ := diffusersName(p[0]); got != p[1] {
+				t.Errorf("%s: %s: got %q, want %q", c.name, p[0], got, p[1])
+			}
+			if got := c.original(p[1]); got != p[0] {
+				t.Errorf("%s: the inverse of %s is %q, want %q", c.name, p[1], got, p[0])
+			}
 		}
 	}
-	if !originalLayout([]string{"encoder.downsamples.0.downsamples.0.residual.0.gamma"}) {
-		t.Error("layout detection")
+	for name, want := range map[string]bool{
+		"decoder.upsamples.0.residual.0.gamma":                 true,
+		"encoder.downsamples.0.downsamples.0.residual.0.gamma": true,
+		"decoder.up_blocks.0.resnets.0.norm1.gamma":            false,
+	} {
+		if originalLayout([]string{name}) != want {
+			t.Errorf("layout detection of %s: want %v", name, want)
+		}
 	}
 }
 
