@@ -31,5 +31,5 @@ jq -r '
   (["text_encoder_s", "denoise_s", "vae_s", "total_s"][] as $k |
     "\($k | .[0:-2] | . + "               " | .[0:15]) predicted \($p[$k] * 100 | round / 100) s, measured \($m[$k] * 100 | round / 100) s"),
   "load (copy)     predicted \([$p.components[].copy_s] | add * 100 | round / 100) s, measured \($m.copy_s * 100 | round / 100) s",
-  ($p.components[] | "  \(.name): predicted copy \(.copy_s * 100 | round / 100) s (disk read \(.read_s * 100 | round / 100) s), \(.placement)")
+  ($p.components[] | "  \(.name): predicted copy \(.copy_s * 100 | round / 100) s (disk read \(.read_s * 100 | round / 100) s, page-cache fill \(.fill_s * 100 | round / 100) s), \(.placement)")
 ' "$work/report.json"
