@@ -342,3 +342,21 @@ func storedSide(b *testing.B, name string, g *gemm.Go, dt dtype.DType, ops *benc
 		}
 	}}
 }
+
+// BenchmarkPackStored packs a 16-bit weight of the 1.3B's feed-forward
+// shape as the executor does at each load of a streamed block.
+func BenchmarkPackStored(b *testing.B) {
+	const n, k = 8960, 1536
+	raw := make([]byte, 2*n*k)
+	for i := range raw {
+		raw[i] = byte(i * 131)
+	}
+	g := gemm.NewGo(nil)
+	dst := make([]byte, g.StoredBytes(dtype.BF16, n, k))
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := g.PackStored(dst, dtype.BF16, n, k, raw, k); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
