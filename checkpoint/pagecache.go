@@ -81,9 +81,9 @@ func (p Probe) Add(o Probe) Probe {
 // (O_DIRECT), so that the rate is the disk's alone and the planner prices
 // the page cache a run's reads fill apart, by the memory it comes from.
 // Timed through the page cache, 64 MiB read at 0.7-0.9 GB/s where a long
-// read into cold memory came at 0.47 (Zen 5 kind VM, 2026-11-27): its
-// first pages cost less to fill than the rest. Elsewhere they go through
-// the page cache, and the pages read stay cached.
+// read into cold memory came at 0.47 (Zen 5 kind VM, 2026-11-27): a
+// short buffered read does not show what a long one pays. Elsewhere the
+// reads go through the page cache, and the pages read stay cached.
 func (s *Set) ProbeUncached(limit int64) (Probe, error) {
 	var cands []probeChunk
 	for _, f := range s.files {
