@@ -121,25 +121,18 @@ func (p *planFlags) computeDType() (dtype.DType, error) {
 	return dt, err
 }
 
-// parseComputeDType reads a --dtype value: bf16, fp32 or auto.
+// parseComputeDType reads a --dtype value: bf16, fp32 or auto (bf16 where
+// the CPU multiplies bf16 natively, unless this machine's hardware profile
+// measured the bf16 GEMM slower than the float32 one).
 func parseComputeDType(s string) (dtype.DType, error) {
-	switch strings.ToLower(s) {
-	case "", "auto":
-		return autoComputeDType(), nil
-	case "bf16", "bfloat16":
-		return dtype.BF16, nil
-	case "fp32", "f32", "float32":
-		return dtype.F32, nil
+	dt, err := pipeline.ParseComputeDType(s, func() bool {
+		hw, _, err := hwprofile.LoadOrDefault("")
+		return err == nil && hw.BF16Slower()
+	})
+	if err != nil {
+		return 0, userf("--dtype %v", err)
 	}
-	return 0, userf("--dtype %q: want bf16, fp32 or auto", s)
-}
-
-// autoComputeDType is --dtype auto: bf16 where the CPU multiplies bf16
-// natively, unless this machine's hardware profile measured the bf16 GEMM
-// slower than the float32 one.
-func autoComputeDType() dtype.DType {
-	hw, _, err := hwprofile.LoadOrDefault("")
-	return pipeline.ComputeDTypeFor(err == nil && hw.BF16Slower())
+	return dt, nil
 }
 
 // resolve builds the plan the flags ask for and predicts it.

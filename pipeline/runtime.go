@@ -7,6 +7,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"ferry/backend/cpu"
@@ -85,6 +86,22 @@ func ComputeDTypeFor(bf16Slower bool) dtype.DType {
 		return dtype.BF16
 	}
 	return dtype.F32
+}
+
+// ParseComputeDType reads a compute dtype by name: bf16, fp32, or auto (or
+// nothing), which is ComputeDTypeFor(bf16Slower()); bf16Slower is asked
+// only then (it may read the hardware profile). The CLI's --dtype and the
+// server's requests take the same names.
+func ParseComputeDType(name string, bf16Slower func() bool) (dtype.DType, error) {
+	switch strings.ToLower(name) {
+	case "", "auto":
+		return ComputeDTypeFor(bf16Slower()), nil
+	case "bf16", "bfloat16":
+		return dtype.BF16, nil
+	case "fp32", "f32", "float32":
+		return dtype.F32, nil
+	}
+	return 0, fmt.Errorf("%q: want bf16, fp32 or auto", name)
 }
 
 // KeepStored reports which storage dtypes GEMM weights keep on the device

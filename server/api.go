@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"ferry/units"
 	"fmt"
 	"math"
 	"net/http"
@@ -17,8 +16,10 @@ import (
 	"strings"
 	"time"
 
+	"ferry/pipeline"
 	"ferry/pipeline/wan"
 	"ferry/residency"
+	"ferry/units"
 )
 
 // Limits on request fields: far above anything a model here runs, low
@@ -193,10 +194,8 @@ func (r VideoRequest) toSpec() (spec, error) {
 	if err := checkPlan(r.Plan); err != nil {
 		return s, err
 	}
-	switch strings.ToLower(r.DType) {
-	case "", "bf16", "bfloat16", "fp32", "f32", "float32":
-	default:
-		return s, badField("dtype", "%q: want bf16 or fp32", r.DType)
+	if _, err := pipeline.ParseComputeDType(r.DType, func() bool { return false }); err != nil {
+		return s, badField("dtype", "%v", err)
 	}
 	if r.Budgets != nil {
 		var err error

@@ -163,8 +163,14 @@ func TestDefaultComputeDType(t *testing.T) {
 	if got, want := faster.computeDType(""), pipeline.DefaultComputeDType(); got != want {
 		t.Errorf("bf16 measured faster: %v, want %v", got, want)
 	}
-	if slower.computeDType("bf16") != dtype.BF16 || faster.computeDType("fp32") != dtype.F32 {
+	if slower.computeDType("bf16") != dtype.BF16 || faster.computeDType("fp32") != dtype.F32 || slower.computeDType("auto") != dtype.F32 {
 		t.Error("a named dtype is not taken as named")
+	}
+	// A request takes the CLI's names, auto included.
+	for name, ok := range map[string]bool{"": true, "auto": true, "BF16": true, "float32": true, "fp8": false} {
+		if _, err := mustSpec(t, tiny(`"dtype":"`+name+`"`)); (err == nil) != ok {
+			t.Errorf("dtype %q: %v, want accepted %v", name, err, ok)
+		}
 	}
 }
 

@@ -151,17 +151,12 @@ func wanRequest(s spec) wan.Request {
 	return r
 }
 
-// computeDType is a request's dtype: as named, else bf16 where the CPU
-// multiplies bf16 natively and the server's hardware profile did not
-// measure it slower than fp32.
+// computeDType is a request's dtype (checked at decoding): as named, else
+// bf16 where the CPU multiplies bf16 natively and the server's hardware
+// profile did not measure it slower than fp32.
 func (ms *models) computeDType(s string) dtype.DType {
-	switch strings.ToLower(s) {
-	case "fp32", "f32", "float32":
-		return dtype.F32
-	case "bf16", "bfloat16":
-		return dtype.BF16
-	}
-	return pipeline.ComputeDTypeFor(ms.hw.BF16Slower())
+	dt, _ := pipeline.ParseComputeDType(s, ms.hw.BF16Slower)
+	return dt
 }
 
 // budgets are a spec's budgets: the server's, lowered by the request's.
