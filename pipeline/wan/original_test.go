@@ -38,6 +38,22 @@ func layoutFolderOf(t *testing.T, src, dst string, comps []string, write func(sr
 	}
 }
 
+// mustHold fails unless the weights in dir, opened as they are stored (no
+// naming applied), hold every name given: the rewrite took.
+func mustHold(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	raw, err := checkpoint.OpenSet(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	for _, n := range names {
+		if !slices.Contains(raw.Names(), n) {
+			t.Fatalf("the rewritten %s lacks %s: %v", dir, n, raw.Names()[:min(4, len(raw.Names()))])
+		}
+	}
+}
+
 // bothExperts are the A14B folder's two transformers.
 var bothExperts = []string{Transformer, Transformer2}
 
@@ -48,16 +64,8 @@ var bothExperts = []string{Transformer, Transformer2}
 func TestOriginalLayoutTransformer(t *testing.T) {
 	dst := t.TempDir()
 	layoutFolder(t, dst, bothExperts, func(src, dst string) { wantest.WriteComponent(t, src, dst, wantest.OriginalName, nil) })
-	raw, err := checkpoint.OpenSet(filepath.Join(dst, Transformer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"blocks.0.self_attn.q.weight", "blocks.0.norm3.weight", "head.head.weight"} {
-		if !slices.Contains(raw.Names(), wantest.OriginalPrefix+n) {
-			t.Fatalf("the rewritten file lacks %s: %v", n, raw.Names()[:4])
-		}
-	}
-	raw.Close()
+	mustHold(t, filepath.Join(dst, Transformer), wantest.OriginalPrefix+"blocks.0.self_attn.q.weight",
+		wantest.OriginalPrefix+"blocks.0.norm3.weight", wantest.OriginalPrefix+"head.head.weight")
 
 	want := runMoE(t, "", nil, moeRequest(t))
 	got := runMoE(t, dst, nil, moeRequest(t))
@@ -143,14 +151,7 @@ func TestScaledFP8TextEncoder(t *testing.T) {
 func TestOriginalLayoutVAE(t *testing.T) {
 	dst := t.TempDir()
 	layoutFolder(t, dst, []string{VAE}, func(src, dst string) { wantest.WriteComponent(t, src, dst, wantest.OriginalVAEName, nil) })
-	raw, err := checkpoint.OpenSet(filepath.Join(dst, VAE))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(raw.Names(), "decoder.upsamples.0.residual.0.gamma") {
-		t.Fatalf("the rewritten VAE is not in the original layout: %v", raw.Names()[:4])
-	}
-	raw.Close()
+	mustHold(t, filepath.Join(dst, VAE), "decoder.upsamples.0.residual.0.gamma")
 	want := runMoE(t, "", nil, moeRequest(t))
 	got := runMoE(t, dst, nil, moeRequest(t))
 	if !slices.Equal(got.Video, want.Video) {
@@ -176,14 +177,7 @@ func TestOriginalLayoutVAE22(t *testing.T) {
 	}
 	layoutFolderOf(t, filepath.Join(c.dir, "pipeline"), filepath.Join(dst, "pipeline"), []string{VAE},
 		func(src, dst string) { wantest.WriteComponent(t, src, dst, original, nil) })
-	raw, err := checkpoint.OpenSet(filepath.Join(dst, "pipeline", VAE))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(raw.Names(), "decoder.upsamples.0.upsamples.0.residual.0.gamma") {
-		t.Fatalf("the rewritten VAE is not in the Wan 2.2 layout: %v", raw.Names()[:4])
-	}
-	raw.Close()
+	mustHold(t, filepath.Join(dst, "pipeline", VAE), "decoder.upsamples.0.upsamples.0.residual.0.gamma")
 	want := c.generate(t, nil)
 	c.dir = dst
 	got := c.generate(t, nil)

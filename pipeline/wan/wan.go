@@ -14,6 +14,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"ferry/checkpoint"
 	"ferry/model/umt5"
@@ -77,8 +79,8 @@ var Shareable = []string{TextEncoder, VAE}
 // registered as its own folder needs it (the decoder alone for text to
 // video), so image-to-video members need an image-to-video holder.
 func (p *Pipeline) RegisterShared(ex *residency.Executor, name string) error {
-	if name != TextEncoder && name != VAE {
-		return fmt.Errorf("%s cannot be shared (%s and %s can)", name, TextEncoder, VAE)
+	if !slices.Contains(Shareable, name) {
+		return fmt.Errorf("%s cannot be shared (%s can)", name, strings.Join(Shareable, " and "))
 	}
 	return p.register(ex, name)
 }
