@@ -16,9 +16,9 @@ import (
 
 // ProfileFromFolder builds a profile from a diffusers Wan pipeline folder's
 // model_index.json and config files. No weights are read. A component's
-// storage dtype comes from its config's torch_dtype; when the config has
-// none, from the headers of its safetensors files: the float dtype that
-// holds the most bytes.
+// storage dtype comes from the headers of its safetensors files (the float
+// dtype that holds the most bytes); where it has none, from its config's
+// torch_dtype.
 func ProfileFromFolder(dir string) (*Profile, error) {
 	f, err := checkpoint.OpenFolder(dir)
 	if err != nil {
@@ -149,27 +149,38 @@ func pageCached(w *checkpoint.Set) float64 {
 	return float64(cached) / float64(total)
 }
 
-// storageOf reads torch_dtype from a config, else takes the float dtype
-// holding the most bytes of the weights w (nil: none).
+// storageOf is the float dtype holding the most bytes of the weights w
+// (an fp8 file keeps its norms and biases wider than its weights), else,
+// where no weights could be opened (w nil), the config's torch_dtype. The
+// files come first: they are what the run reads and uploads, and a
+// config's torch_dtype is only the dtype PyTorch loads as, which a
+// converted checkpoint may not have updated.
 func storageOf(config []byte, w *checkpoint.Set) (dtype.DType, bool) {
+	if dt, ok := heaviestFloat(w); ok {
+		return dt, true
+	}
 	var c struct {
 		TorchDType string `json:"torch_dtype"`
 	}
-	if err := jsonUnmarshal(config, &c); err == nil {
-		switch strings.ToLower(c.TorchDType) {
-		case "float32":
-			return dtype.F32, true
-		case "bfloat16":
-			return dtype.BF16, true
-		case "float16":
-			return dtype.F16, true
-		}
+	if err := jsonUnmarshal(config, &c); err != nil {
+		return 0, false
 	}
+	switch strings.ToLower(c.TorchDType) {
+	case "float32":
+		return dtype.F32, true
+	case "bfloat16":
+		return dtype.BF16, true
+	case "float16":
+		return dtype.F16, true
+	}
+	return 0, false
+}
+
+// heaviestFloat is the float dtype holding the most bytes of w (nil: none).
+func heaviestFloat(w *checkpoint.Set) (dtype.DType, bool) {
 	if w == nil {
 		return 0, false
 	}
-	// The float dtype holding the most bytes: an fp8 file keeps its
-	// norms and biases wider than its weights.
 	bytes := map[dtype.DType]int64{}
 	for _, n := range w.Names() {
 		if t, _ := w.Lookup(n); t.DType.IsFloat() {

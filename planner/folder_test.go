@@ -8,9 +8,10 @@ import (
 	"ferry/dtype"
 )
 
-// A component's storage dtype is the config's torch_dtype, else the float
-// dtype holding the most bytes of its files: an fp8 checkpoint whose
-// norms and biases stay in fp32 is fp8.
+// A component's storage dtype is the float dtype holding the most bytes of
+// its files (an fp8 checkpoint whose norms and biases stay in fp32 is fp8),
+// whatever its config's torch_dtype says; the config's only where no
+// weights open.
 func TestStorageOf(t *testing.T) {
 	dir := t.TempDir()
 	bias := checkpoint.RawTensor{Name: "a.bias", DType: dtype.F32, Shape: []int{8}, Data: make([]byte, 32)}
@@ -30,7 +31,7 @@ func TestStorageOf(t *testing.T) {
 		want   dtype.DType
 	}{
 		{`{}`, dtype.F8E4M3},
-		{`{"torch_dtype": "bfloat16"}`, dtype.BF16},
+		{`{"torch_dtype": "bfloat16"}`, dtype.F8E4M3},
 	} {
 		got, ok := storageOf([]byte(c.config), w)
 		if !ok || got != c.want {
@@ -38,6 +39,9 @@ func TestStorageOf(t *testing.T) {
 		}
 	}
 	if _, ok := storageOf([]byte(`{}`), nil); ok {
-		t.Error("a component without weights has a storage dtype")
+		t.Error("a component without weights or torch_dtype has a storage dtype")
+	}
+	if got, ok := storageOf([]byte(`{"torch_dtype": "float16"}`), nil); !ok || got != dtype.F16 {
+		t.Errorf("no weights, torch_dtype float16: %v %v, want F16", got, ok)
 	}
 }

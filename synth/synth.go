@@ -11,6 +11,7 @@ package synth
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,6 +163,7 @@ func writeComponent(dir string, c Component, opt Options, w *progress) error {
 		if err != nil {
 			return err
 		}
+		cfg = withTorchDType(cfg, c, opt)
 		if err := writeJSON(filepath.Join(dir, name), cfg); err != nil {
 			return err
 		}
@@ -277,6 +279,26 @@ func isNorm(name string) bool {
 
 // configWithClass adds diffusers' "_class_name" key to a diffusers
 // component's config, as save_pretrained writes it.
+// withTorchDType makes a transformers config's torch_dtype name the dtype
+// its weights are written in (--dtype), as transformers' save_pretrained
+// does.
+func withTorchDType(cfg any, c Component, opt Options) any {
+	m, ok := cfg.(map[string]any)
+	if _, has := m["torch_dtype"]; !ok || !has || len(c.Params) == 0 {
+		return cfg
+	}
+	name, ok := torchNames[c.storage(opt)]
+	if !ok {
+		return cfg
+	}
+	out := maps.Clone(m)
+	out["torch_dtype"] = name
+	return out
+}
+
+// torchNames are PyTorch's names of the dtypes synth writes.
+var torchNames = map[dtype.DType]string{dtype.F32: "float32", dtype.BF16: "bfloat16", dtype.F16: "float16"}
+
 func configWithClass(c Component) (any, error) {
 	if c.Library != "diffusers" {
 		return c.Config, nil

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -138,5 +139,34 @@ func TestTokenizerEncodesWords(t *testing.T) {
 	}
 	if tok.VocabSize() > catalog.WanTiny().Text.VocabSize {
 		t.Errorf("tokenizer has %d pieces, more than the tiny encoder's %d rows", tok.VocabSize(), catalog.WanTiny().Text.VocabSize)
+	}
+}
+
+// TestTorchDTypeFollowsWeights: a transformers config names the dtype its
+// weights were written in, whatever --dtype asked for (the planner reads
+// the files first, but other tools read torch_dtype).
+func TestTorchDTypeFollowsWeights(t *testing.T) {
+	arch, err := Lookup("wan-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dt, want := range map[dtype.DType]string{dtype.F32: "float32", dtype.BF16: "bfloat16", dtype.F16: "float16"} {
+		dir := filepath.Join(t.TempDir(), "m")
+		if err := Write(dir, arch, Options{Seed: 1, DType: dt}); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "text_encoder", "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg struct {
+			TorchDType string `json:"torch_dtype"`
+		}
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.TorchDType != want {
+			t.Errorf("--dtype %v: text encoder torch_dtype %q, want %q", dt, cfg.TorchDType, want)
+		}
 	}
 }

@@ -163,7 +163,8 @@ func testUploadDownload(h *harness) {
 }
 
 // testCast: every storage type to F32 exactly; F32 to BF16 rounds to
-// nearest even; same-type casts copy.
+// nearest even; every other float type to BF16 and F16 as through F32;
+// same-type casts copy.
 func testCast(h *harness) {
 	shape := []int{3, 5, 67}
 	n := numElems(shape)
@@ -176,6 +177,7 @@ func testCast(h *harness) {
 			h.exact("cast "+dt.String()+" to F32", got, e.want)
 		}
 	}
+	testCastNarrow(h)
 
 	data := h.randn(n, 10)
 	// Values exactly halfway between two bfloat16s (ties), both parities,
@@ -209,6 +211,37 @@ func testCast(h *harness) {
 		func() *tensor.Tensor { return h.ops.Copy(x) },
 		func(dst *tensor.Tensor) error { return h.be.Cast(dst, x) }) {
 		h.exact("copy F32", got, data)
+	}
+}
+
+// testCastNarrow: a float type to a 16-bit one (fp16 weights multiplied in
+// bf16) rounds as F32 to that type would, over sizes that cross any
+// chunking.
+func testCastNarrow(h *harness) {
+	round := map[dtype.DType]func(float32) float32{
+		dtype.BF16: roundBF16,
+		dtype.F16:  func(v float32) float32 { return dtype.F16ToF32(dtype.F32ToF16(v)) },
+	}
+	for _, to := range []dtype.DType{dtype.BF16, dtype.F16} {
+		for _, from := range []dtype.DType{dtype.BF16, dtype.F16, dtype.F8E4M3, dtype.F8E5M2, dtype.F64} {
+			if from == to {
+				continue
+			}
+			for _, n := range []int{1005, 100003} {
+				name := fmt.Sprintf("cast %v to %v [%d]", from, to, n)
+				e := h.encode(from, n)
+				src := h.inputBytes(e.raw, from, n)
+				want := make([]float32, n)
+				for i, v := range e.want {
+					want[i] = round[to](v)
+				}
+				for _, got := range h.both(name, to, []int{n},
+					func() *tensor.Tensor { return h.ops.Cast(src, to) },
+					func(dst *tensor.Tensor) error { return h.be.Cast(dst, src) }) {
+					h.exact(name, got, want)
+				}
+			}
+		}
 	}
 }
 

@@ -214,8 +214,9 @@ func (be *Backend) toF32(dst []float32, raw []byte, dt dtype.DType) error {
 	return nil
 }
 
-// Cast converts src into dst: any storage type to F32, F32 to BF16, F16 or
-// F64, and any type to itself (a copy).
+// Cast converts src into dst: any storage type to F32, any float type to
+// BF16, F16 or F64 (through float32, chunk by chunk: fp16 weights under
+// bf16 compute), and any type to itself (a copy).
 func (be *Backend) Cast(dst, src *tensor.Tensor) error {
 	if dst == nil || src == nil {
 		return fmt.Errorf("cpu: cast with nil tensor")
@@ -240,40 +241,61 @@ func (be *Backend) Cast(dst, src *tensor.Tensor) error {
 		return nil
 	case dst.DType() == dtype.F32:
 		return be.toF32(dst.F32(), sraw, src.DType())
+	case !narrows(dst.DType()):
+		return fmt.Errorf("cpu: cast %s to %s not implemented", src.DType(), dst.DType())
 	case src.DType() == dtype.F32:
-		return be.fromF32(dst, src.F32())
+		src := src.F32()
+		be.pool.For(len(src), grainStream, func(lo, hi int) { narrowF32(dst, lo, src[lo:hi]) })
+		return nil
+	case src.DType().IsFloat():
+		return be.castThroughF32(dst, sraw, src.DType())
 	}
 	return fmt.Errorf("cpu: cast %s to %s not implemented", src.DType(), dst.DType())
 }
 
-// fromF32 narrows float32 values into dst (BF16 and F16 round to nearest
-// even, as PyTorch does).
-func (be *Backend) fromF32(dst *tensor.Tensor, src []float32) error {
+// narrows reports whether narrowF32 writes dt.
+func narrows(dt dtype.DType) bool { return dt == dtype.BF16 || dt == dtype.F16 || dt == dtype.F64 }
+
+// narrowF32 writes float32 values into dst from element lo on (BF16 and
+// F16 round to nearest even, as PyTorch does; F64 widens).
+func narrowF32(dst *tensor.Tensor, lo int, src []float32) {
 	switch dst.DType() {
 	case dtype.BF16:
-		d := dst.U16()
-		be.pool.For(len(d), grainStream, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				d[i] = dtype.F32ToBF16(src[i])
-			}
-		})
+		d := dst.U16()[lo : lo+len(src)]
+		for i, v := range src {
+			d[i] = dtype.F32ToBF16(v)
+		}
 	case dtype.F16:
-		d := dst.U16()
-		be.pool.For(len(d), grainStream, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				d[i] = dtype.F32ToF16(src[i])
-			}
-		})
+		d := dst.U16()[lo : lo+len(src)]
+		for i, v := range src {
+			d[i] = dtype.F32ToF16(v)
+		}
 	case dtype.F64:
-		d := dst.F64()
-		be.pool.For(len(d), grainStream, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				d[i] = float64(src[i])
-			}
-		})
-	default:
-		return fmt.Errorf("cpu: cast F32 to %s not implemented", dst.DType())
+		d := dst.F64()[lo : lo+len(src)]
+		for i, v := range src {
+			d[i] = float64(v)
+		}
 	}
+}
+
+// chunkPool holds float32 scratch for castThroughF32, one grain each.
+var chunkPool = sync.Pool{New: func() any { b := make([]float32, grainStream); return &b }}
+
+// castThroughF32 converts raw elements of float type st into dst (a type
+// narrowF32 writes), widening each chunk to float32 in scratch first.
+func (be *Backend) castThroughF32(dst *tensor.Tensor, raw []byte, st dtype.DType) error {
+	size := st.Size()
+	be.pool.For(dst.Len(), grainStream, func(lo, hi int) {
+		bp := chunkPool.Get().(*[]float32)
+		defer chunkPool.Put(bp)
+		for c := lo; c < hi; c += grainStream {
+			end := min(c+grainStream, hi)
+			buf := (*bp)[:end-c]
+			// Cannot fail: st is a float type and the lengths match.
+			_ = dtype.ToF32(buf, raw[c*size:end*size], st)
+			narrowF32(dst, c, buf)
+		}
+	})
 	return nil
 }
 

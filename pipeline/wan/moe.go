@@ -240,11 +240,14 @@ func (d *denoiser) enter(i int, t float32) error {
 	ops := ex.Ops(name)
 	textDim := len(d.pos) / r.MaxSeqLen
 	s := &stage{name: name, model: model, ops: ops, g: g}
-	s.ctxPos = ops.Upload(d.pos, 1, r.MaxSeqLen, textDim)
-	if r.CFG() {
-		if d.batched {
-			s.ctxBoth = ops.Upload(append(append([]float32(nil), d.pos...), d.neg...), 2, r.MaxSeqLen, textDim)
-		} else {
+	// Batched CFG uses only the joined contexts: the prompt's alone would
+	// hold a [1, L, D] tensor through the loop for nothing (and one the
+	// planner does not count).
+	if d.batched {
+		s.ctxBoth = ops.Upload(append(append([]float32(nil), d.pos...), d.neg...), 2, r.MaxSeqLen, textDim)
+	} else {
+		s.ctxPos = ops.Upload(d.pos, 1, r.MaxSeqLen, textDim)
+		if r.CFG() {
 			s.ctxNeg = ops.Upload(d.neg, 1, r.MaxSeqLen, textDim)
 		}
 	}

@@ -14,7 +14,9 @@
 package arena
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/fnv"
 	"sort"
 )
 
@@ -33,9 +35,18 @@ var ErrFull = errors.New("arena: capacity reached")
 // Segment is one mapping.
 type Segment struct {
 	Base, Size int64
-	Used       int64 // bytes held by allocated blocks
-	Large      bool  // one block, never split
-	Mem        any   // the owner's memory, if any
+	// seq numbers segments in the order they were mapped. Equal free
+	// blocks are taken in (seq, offset) order, not by address: mmap hands
+	// out addresses top-down and a model numbers them bottom-up, and the
+	// planner's arena over nothing must choose the same blocks as the
+	// device's.
+	seq   int64
+	Used  int64 // bytes held by allocated blocks
+	Large bool  // one block, never split
+	Mem   any   // the owner's memory, if any
+	// first is the segment's first block: it survives every split and
+	// merge (a merge keeps the earlier block), so the blocks can be walked.
+	first *Block
 }
 
 // Block is a span inside a segment; neighbours are linked for coalescing.
@@ -59,8 +70,9 @@ type Arena struct {
 	PeakAllocated, PeakReserved int64
 	Mapped                      int64 // bytes ever mapped (first touches)
 
-	segs []*Segment
-	free []*Block // cached free blocks, sorted by size then address
+	segs    []*Segment
+	free    []*Block // cached free blocks, sorted by size, segment seq, offset
+	nextSeq int64
 }
 
 // Round is the size a request of n bytes takes.
@@ -89,12 +101,14 @@ func (a *Arena) Alloc(size int64) (*Block, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Segment{Base: base, Size: seg, Large: large, Mem: mem}
+	a.nextSeq++
+	s := &Segment{Base: base, Size: seg, Large: large, Mem: mem, seq: a.nextSeq}
+	s.first = &Block{Seg: s, Size: seg}
 	a.segs = append(a.segs, s)
 	a.Reserved += seg
 	a.Mapped += seg
 	a.PeakReserved = max(a.PeakReserved, a.Reserved)
-	return a.use(&Block{Seg: s, Size: seg}, size), nil
+	return a.use(s.first, size), nil
 }
 
 // Free returns b to the cache, merging it with free neighbours. It reports
@@ -126,6 +140,65 @@ func (a *Arena) Free(b *Block) int64 {
 	}
 	a.insertFree(b)
 	return size
+}
+
+// Signature hashes what of the arena's layout decides how it serves
+// requests from now on: the small segments in mapping order with their
+// blocks (offset, size, allocated or free), and how many large segments
+// of each size are in use and how many are cached. Which of two cached
+// large segments of one size a request takes changes no count, so large
+// segments enter by number, not identity: states that differ only in
+// which of them hold the live tensors (a VAE cache slot's frames moving
+// between cached segments chunk after chunk) hash alike. The planner
+// compares signatures to find where a repeating script (a VAE chunk)
+// reaches its steady state.
+func (a *Arena) Signature() uint64 {
+	h := fnv.New64a()
+	var buf [8]byte
+	put := func(v int64) {
+		binary.LittleEndian.PutUint64(buf[:], uint64(v))
+		h.Write(buf[:])
+	}
+	type class struct {
+		size int64
+		used bool
+	}
+	large := map[class]int64{}
+	for _, s := range a.segs {
+		if s.Large {
+			large[class{s.Size, s.Used > 0}]++
+			continue
+		}
+		put(s.Size)
+		for b := s.first; b != nil; b = b.next {
+			used := int64(0)
+			if b.allocated {
+				used = 1
+			}
+			put(b.Off)
+			put(b.Size)
+			put(used)
+		}
+	}
+	put(-1)
+	classes := make([]class, 0, len(large))
+	for c := range large {
+		classes = append(classes, c)
+	}
+	sort.Slice(classes, func(i, j int) bool {
+		x, y := classes[i], classes[j]
+		return x.size < y.size || (x.size == y.size && !x.used && y.used)
+	})
+	for _, c := range classes {
+		used := int64(0)
+		if c.used {
+			used = 1
+		}
+		put(c.size)
+		put(used)
+		put(large[c])
+	}
+	return h.Sum64()
 }
 
 // ReleaseEmpty gives back every segment with nothing allocated in it.
@@ -212,14 +285,22 @@ func (a *Arena) takeFree(size int64) *Block {
 }
 
 func (a *Arena) insertFree(b *Block) {
-	addr := b.Seg.Base + b.Off
-	i := sort.Search(len(a.free), func(i int) bool {
-		f := a.free[i]
-		return f.Size > b.Size || (f.Size == b.Size && f.Seg.Base+f.Off >= addr)
-	})
+	i := sort.Search(len(a.free), func(i int) bool { return !before(a.free[i], b) })
 	a.free = append(a.free, nil)
 	copy(a.free[i+1:], a.free[i:])
 	a.free[i] = b
+}
+
+// before is the free list's order: size, then the segment's mapping order,
+// then the offset in it.
+func before(x, y *Block) bool {
+	if x.Size != y.Size {
+		return x.Size < y.Size
+	}
+	if x.Seg.seq != y.Seg.seq {
+		return x.Seg.seq < y.Seg.seq
+	}
+	return x.Off < y.Off
 }
 
 func (a *Arena) removeFree(b *Block) {

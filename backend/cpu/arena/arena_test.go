@@ -1,0 +1,46 @@
+package arena
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestChoicesIgnoreAddresses runs one random sequence of allocations and
+// frees through two arenas whose segments get addresses in opposite
+// orders (mmap hands them out top-down; the planner's model numbers them
+// bottom-up): every block must land in the same segment at the same
+// offset, and the reserved bytes must agree throughout.
+func TestChoicesIgnoreAddresses(t *testing.T) {
+	up, down := int64(1<<40), int64(1<<50)
+	a := Arena{Map: func(size int64) (int64, any, error) { up += size + 1<<20; return up, nil, nil }}
+	b := Arena{Map: func(size int64) (int64, any, error) { down -= size + 1<<20; return down, nil, nil }}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var live [][2]*Block
+	sizes := []int64{512, 4096, 8192, 131072, 262144, 524288, 1 << 20, 3 << 20}
+	for step := range 5000 {
+		if len(live) > 0 && rng.IntN(5) < 2 {
+			i := rng.IntN(len(live))
+			a.Free(live[i][0])
+			b.Free(live[i][1])
+			live = append(live[:i], live[i+1:]...)
+		} else {
+			n := Round(sizes[rng.IntN(len(sizes))] + int64(rng.IntN(3))*512)
+			x, errA := a.Alloc(n)
+			y, errB := b.Alloc(n)
+			if errA != nil || errB != nil {
+				t.Fatal(errA, errB)
+			}
+			if x.Seg.seq != y.Seg.seq || x.Off != y.Off || x.Size != y.Size {
+				t.Fatalf("step %d: %d bytes placed at segment %d offset %d in one arena, segment %d offset %d in the other",
+					step, n, x.Seg.seq, x.Off, y.Seg.seq, y.Off)
+			}
+			live = append(live, [2]*Block{x, y})
+		}
+		if a.Reserved != b.Reserved || a.Allocated != b.Allocated {
+			t.Fatalf("step %d: reserved %d and %d, allocated %d and %d", step, a.Reserved, b.Reserved, a.Allocated, b.Allocated)
+		}
+	}
+	if a.PeakReserved != b.PeakReserved {
+		t.Errorf("peak reserved %d and %d", a.PeakReserved, b.PeakReserved)
+	}
+}
