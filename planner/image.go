@@ -54,22 +54,37 @@ func (p *Profile) AddImageEncoder(cfg clipvision.Config, storage dtype.DType) er
 	return nil
 }
 
-// clipPass is one clipvision Encode of b images, following
-// model/clipvision/encode.go: the hidden state [b, T, D] lives through the
-// pass (it is the result, hidden_states[-2]); each layer makes its
-// normalised input, q, k and v, the attention output and its projection,
-// then the MLP's [b, T, intermediate] and its output. The result's id is
-// returned for the caller to free once downloaded.
+// clipPass is one clipvision Encode of b images, allocation for
+// allocation as model/clipvision/encode.go makes them. The embedding
+// uploads the pixels, convolves them into patches, permutes them to
+// tokens, builds the class rows, joins both and normalises; the result,
+// the hidden state [b, T, D], lives through the pass (hidden_states[-2]).
+// Each layer normalises, projects q, k and v, attends, projects the
+// output, then normalises again and runs the MLP (quick_gelu takes one
+// more [b, T, intermediate] for its gate). The result's id is returned
+// for the caller to free once downloaded.
 func clipPass(c clipvision.Config, b int, id *ids) (pass, int) {
-	t, d, in := c.Tokens(), c.HiddenSize, c.IntermediateSize
+	t, d, in, p := c.Tokens(), c.HiddenSize, c.IntermediateSize, c.NumPatches()
 	r := &recorder{ids: id}
 	var ps pass
 	px := c.NumChannels * c.ImageSize * c.ImageSize
+	img := r.alloc(f32(b, px))
+	conv := r.alloc(f32(b, d, p))
+	r.free(img)
+	patches := r.alloc(f32(b, p, d))
+	r.free(conv)
+	zeros := r.alloc(f32(b, 1, d))
+	class := r.alloc(f32(b, 1, d))
+	r.free(zeros)
+	joined := r.alloc(f32(b, t, d))
+	r.free(class, patches)
 	x := r.alloc(f32(b, t, d))
+	r.free(joined)
 	ps.calls = append(ps.calls, call{block: 0, ev: r.take(), work: work{
-		gemm: 2 * float64(b*c.NumPatches()) * float64(c.NumChannels*c.PatchSize*c.PatchSize*d),
+		gemm: 2 * float64(b*p) * float64(c.NumChannels*c.PatchSize*c.PatchSize*d),
 		mem:  4 * float64(b) * float64(px+3*t*d),
 	}})
+	quick := c.HiddenAct == "quick_gelu"
 	bf, tf, df, inf := float64(b), float64(t), float64(d), float64(in)
 	for i := range c.RunLayers() {
 		hn := r.alloc(f32(b, t, d))
@@ -80,8 +95,12 @@ func clipPass(c clipvision.Config, b int, id *ids) (pass, int) {
 		r.free(o, hn, a)
 		hn = r.alloc(f32(b, t, d))
 		h := r.alloc(f32(b, t, in))
+		r.free(hn)
+		if quick {
+			r.free(r.alloc(f32(b, t, in)))
+		}
 		out := r.alloc(f32(b, t, d))
-		r.free(h, hn, out)
+		r.free(h, out)
 		ps.calls = append(ps.calls, call{block: 1 + i, ev: r.take(), work: work{
 			gemm: 2 * bf * tf * (4*df*df + 2*df*inf),
 			attn: attnFlops(4*bf*tf*tf*df, c.HeadDim()),
@@ -132,6 +151,7 @@ func (p *Profile) UseImage() error {
 // only then; its config goes into raw for the storage dtype.
 func folderImageToVideo(f *checkpoint.Folder, dir string, p *Profile, tr wan.Config, vae wanvae.Config, raw map[string][]byte) error {
 	expand, _ := f.Config["expand_timesteps"].(bool)
+	p.ExpandTimesteps = expand
 	if f.Class != ImageToVideoClass {
 		if expand {
 			p.ImageVAE = &vae // a TI2V WanPipeline folder: UseImage

@@ -435,10 +435,17 @@ func (pl *pipelineSim) stage(tr *simComp, n int, handoff bool) stageSim {
 			}
 			r := &recorder{ids: pl.id}
 			lat := r.alloc(f32(batch, c, f, h, w))
+			img := 0
+			if rows := imageRows(pl.p); rows > 0 {
+				img = r.alloc(f32(batch, rows, *pl.p.Wan.ImageDim)) // the image embeddings
+			}
 			for _, ev := range r.take() {
-				s.apply(ev, tr.acts) // the latents, on the transformer's device
+				s.apply(ev, tr.acts) // on the transformer's device
 			}
 			s.runPass(tr, wanPass(pl.p, pl.req, pl.run, batch, pl.id))
+			if img != 0 {
+				s.apply(event{id: img}, tr.acts)
+			}
 			s.apply(event{id: lat}, tr.acts)
 		}
 		st.steps = append(st.steps, stepSim{t: s.now - t0, st: tr.stats.minus(before)})
@@ -471,7 +478,10 @@ func (pl *pipelineSim) decode() {
 	prior := vae.stats // an image-to-video request's encode (encodeImage)
 	d := &direct{s: s, on: vae.acts, r: &recorder{ids: pl.id}}
 	b := pl.req.Batch
-	c, f, h, w := pl.req.latent(pl.p)
+	// The latents the VAE decodes: z_dim channels (the transformer's
+	// input has more with image conditioning).
+	c := pl.p.Coder.ZDim
+	_, f, h, w := pl.req.latent(pl.p)
 	lat := d.alloc(f32(b, c, f, h, w))
 	video := d.alloc(f32(b, 3, pl.req.Frames, pl.req.Height, pl.req.Width))
 	g := newVAEGrid(pl.req, pl.run, pl.p.Coder)
@@ -490,31 +500,11 @@ func (pl *pipelineSim) decode() {
 	pl.tVAE = total + (s.now - t)
 }
 
-// decodeTile runs the chunks of one latent tile: the first chunk and one
-// steady chunk are simulated, the steady one stands for the rest. They
-// repeat it without its first touches: they find the memory it mapped in
-// the allocator's cache.
+// decodeTile runs the chunks of one latent tile (chunkLoop).
 func (pl *pipelineSim) decodeTile(h, w int) (float64, compStats) {
-	s, vae := pl.s, pl.s.byName[VAE]
 	_, frames, _, _ := pl.req.latent(pl.p)
-	tile := vaeChunks(pl.p, pl.req.Batch, frames, h, w, s.hw.ConvPanel, pl.id)
-	var total float64
-	var stats compStats
-	for j, ps := range tile.chunks {
-		before, t := vae.stats, s.now
-		s.runPass(vae, ps)
-		st := vae.stats.minus(before)
-		total += s.now - t
-		stats = stats.plus(st, 1)
-		if j == 1 {
-			rest := st
-			rest.compute -= st.actTouch
-			rest.actTouch = 0
-			total += float64(frames-2) * (s.now - t - st.actTouch)
-			stats = stats.plus(rest, frames-2)
-		}
-	}
-	return total, stats
+	tile := vaeChunks(pl.p, pl.req.Batch, frames, h, w, pl.s.hw.ConvPanel, pl.id)
+	return pl.s.chunkLoop(pl.s.byName[VAE], frames, tile.next)
 }
 
 // decodeTiled follows tileGrid.assemble: each tile is cut from the
@@ -523,7 +513,8 @@ func (pl *pipelineSim) decodeTile(h, w int) (float64, compStats) {
 // row of crops is joined into a band and copied into the video.
 func (pl *pipelineSim) decodeTiled(d *direct, g vaeGrid) (float64, compStats) {
 	b, fout := pl.req.Batch, pl.req.Frames
-	c, f, _, _ := pl.req.latent(pl.p)
+	c := pl.p.Coder.ZDim
+	_, f, _, _ := pl.req.latent(pl.p)
 	scale := pl.p.Coder.SpatialScale()
 	vid := func(h, w int) int64 { return f32(b, 3, fout, h, w) }
 	var total float64

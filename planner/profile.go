@@ -48,6 +48,10 @@ type Profile struct {
 	// gives one (TI2V-5B, expand_timesteps): the VAE config UseImage
 	// switches it to image to video with.
 	ImageVAE *wanvae.Config
+	// ExpandTimesteps is model_index.json's expand_timesteps (TI2V-5B):
+	// the transformer takes a timestep per token, and modulates each run
+	// of tokens sharing one with that value's rows (wanPass).
+	ExpandTimesteps bool
 
 	// DiskRead, from MeasureFolder, timed a read of checkpoint pages that
 	// were outside the page cache (zero when none was made).
@@ -327,6 +331,7 @@ func builtin(name string) (*Profile, error) {
 	p.Component(Transformer).Storage = w.TransformerDType()
 	if w.ExpandTimesteps {
 		p.ImageVAE = &w.VAE
+		p.ExpandTimesteps = true
 	}
 	if p.Scheduler, err = json.Marshal(sampler.WanUniPCConfig(w.FlowShift)); err != nil {
 		return nil, err

@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 
 	"ferry/backend/cpu/arena"
 	"ferry/dtype"
@@ -778,4 +780,81 @@ func (s *sim) done(cs *simComp) {
 	if s.current == cs {
 		s.current = nil
 	}
+}
+
+// chunkLoop runs n chunks of a repeating script on cs (the VAE's frames),
+// next making each chunk's pass (the last frees what the chunks carried).
+// Chunks run one by one until the state they leave (the devices' layouts
+// and cs's loaded blocks, signature) repeats the state some chunk before
+// left, at most maxPeriod chunks back: the chunks in between then repeat
+// exactly (a cache slot's frames ping-pong between two cached segments:
+// period 2), so whole periods of them are counted without running them,
+// their time without the first touches (they find the memory in the
+// allocator's cache), and the rest and the last chunk are run. It returns
+// the chunks' time and stats.
+func (s *sim) chunkLoop(cs *simComp, n int, next func(last bool) pass) (float64, compStats) {
+	const maxPeriod, maxRun = 4, 4
+	var total float64
+	var stats compStats
+	// ran holds, since the last skip, each chunk's leaving state and its
+	// time and stats without first touches (what a repeat costs).
+	type chunk struct {
+		sig uint64
+		t   float64
+		st  compStats
+	}
+	var ran []chunk
+	for j := 0; j < n; j++ {
+		before, t := cs.stats, s.now
+		s.runPass(cs, next(j == n-1))
+		st := cs.stats.minus(before)
+		total += s.now - t
+		stats = stats.plus(st, 1)
+		again := st
+		again.compute -= st.actTouch
+		again.actTouch = 0
+		ran = append(ran, chunk{sig: s.signature(cs), t: s.now - t - st.actTouch, st: again})
+		last := len(ran) - 1
+		for period := 1; period <= maxPeriod && last-period >= 0 && j < n-1; period++ {
+			if ran[last-period].sig != ran[last].sig {
+				continue
+			}
+			k := (n - 2 - j) / period // whole periods before the last chunk
+			for _, c := range ran[last-period+1:] {
+				total += float64(k) * c.t
+				stats = stats.plus(c.st, k)
+			}
+			j += k * period
+			ran = nil // the state is this chunk's again
+			break
+		}
+		if len(ran) >= maxRun && j < n-2 {
+			// No period within maxRun chunks: the last stands for the rest
+			// but the last chunk. An estimate, kept short because the
+			// search simulates thousands of decodes.
+			k := n - 2 - j
+			total += float64(k) * ran[last].t
+			stats = stats.plus(ran[last].st, k)
+			j += k
+			ran = nil
+		}
+	}
+	return total, stats
+}
+
+// signature is the state the next chunk of cs starts from: both
+// allocators' layouts and which of cs's blocks are loaded or queued.
+func (s *sim) signature(cs *simComp) uint64 {
+	h := fnv.New64a()
+	var buf [8]byte
+	put := func(v uint64) {
+		binary.LittleEndian.PutUint64(buf[:], v)
+		h.Write(buf[:])
+	}
+	put(s.dev.Signature())
+	put(s.host.Signature())
+	for _, b := range cs.blocks {
+		put(uint64(boolInt(b.started)) | uint64(boolInt(b.queued))<<1 | uint64(boolInt(s.loaded(b)))<<2)
+	}
+	return h.Sum64()
 }

@@ -306,7 +306,7 @@ func (ts *trainSim) step() {
 		out, saved := (&trainScript{sh: sh, r: r}).layerForward(false)
 		layers[i] = layerRec{in: hIn, saved: saved}
 		ev := r.take()
-		fw := wanLayerWork(ts.p, sh.b, sh.l, sh.lt).add(ts.loraWork())
+		fw := wanLayerWork(ts.p, sh.b, sh.l, sh.lt, 0).add(ts.loraWork())
 		ts.runCall(1+i, ev, fw, &ts.fwdS)
 		if i == 0 {
 			ts.savedBytes, ts.inputBytes = ts.layerSavedBytes(layers[0]), ts.bytesOf(layers[0].in)
@@ -352,7 +352,7 @@ func (ts *trainSim) step() {
 			for _, sv := range saved {
 				recomputed = append(recomputed, sv.id)
 			}
-			rw = wanLayerWork(ts.p, sh.b, sh.l, sh.lt).add(ts.loraWork())
+			rw = wanLayerWork(ts.p, sh.b, sh.l, sh.lt, 0).add(ts.loraWork())
 			if selective {
 				// The self-attention does not run again; the cross-attention does.
 				rw.attn = attnFlops(4*float64(sh.b)*float64(sh.l)*float64(sh.lt)*float64(sh.d), ts.p.Wan.AttentionHeadDim)
@@ -675,7 +675,7 @@ func (ts *trainSim) loraWork() work {
 // gradients.
 func (ts *trainSim) layerBackWork() work {
 	sh := ts.sh
-	fw := wanLayerWork(ts.p, sh.b, sh.l, sh.lt)
+	fw := wanLayerWork(ts.p, sh.b, sh.l, sh.lt, 0)
 	g := bwdDX * fw.gemm
 	if sh.full {
 		g += bwdDW * fw.gemm

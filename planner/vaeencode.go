@@ -63,20 +63,38 @@ func (c VAEConfig) encoderDims() []int {
 // following model/wanvae's encoder: conv_in, the down blocks (residual
 // blocks, then a stride-2 spatial conv and on temporal levels the
 // frame-halving conv that skips the first chunk), the mid block, norm_out,
-// conv_out and quant_conv. Wan 2.2's average-pool shortcuts are not
-// modelled (a few activations of the level's input size).
+// conv_out and quant_conv; on Wan 2.2 each level's AvgDown3D shortcut,
+// taken from its input and added to its output.
 func (v *vaeRec) encodeChunk(c VAEConfig, t, h, w int) *vt {
 	v.idx = 0
 	p := c.patch()
 	dims := c.encoderDims()
-	x := v.alloc(3*p*p, t, h/p, w/p) // the chunk, patchified
+	// The chunk cut from the video (Narrow copies it); patchified into a
+	// new tensor where the patch is above 1.
+	x := v.alloc(3, t, h, w)
+	if p > 1 {
+		y := v.alloc(3*p*p, t, h/p, w/p)
+		v.free(x)
+		x = y
+	}
 	v.step("encoder.in")
 	x = v.causalConv(x, dims[0])
 	k, last := 0, len(c.DimMult)-1
 	for i := range c.DimMult {
-		for range c.NumResBlocks {
+		var short *vt // Wan 2.2: the level's AvgDown3D shortcut
+		for j := range c.NumResBlocks {
 			v.step(fmt.Sprintf("encoder.down.%d", k))
 			k++
+			if j == 0 && c.IsResidual {
+				ft, fs := 1, 1
+				if i != last {
+					fs = 2
+					if c.TemperalDownsample[i] {
+						ft = 2
+					}
+				}
+				short = v.avgDown(x, dims[i+1], ft, fs)
+			}
 			x = v.resBlock(x, dims[i+1])
 		}
 		if i != last {
@@ -84,6 +102,7 @@ func (v *vaeRec) encodeChunk(c VAEConfig, t, h, w int) *vt {
 			k++
 			x = v.downsample(x, c.TemperalDownsample[i])
 		}
+		v.free(short) // added to the level's output
 	}
 	top := dims[len(dims)-1]
 	v.step("encoder.mid")
@@ -113,17 +132,39 @@ func (v *vaeRec) downsample(x *vt, temporal bool) *vt {
 		return y
 	}
 	s := v.next()
+	keep := v.lastFrames(y, 1)
 	if !s.set {
-		s.set, s.frames = true, v.lastFrames(y, 1)
+		s.set, s.frames = true, keep
 		return y
 	}
 	in := v.alloc(y.c, s.frames.t+y.t, y.h, y.w)
-	keep := v.lastFrames(y, 1)
-	v.free(y, s.frames)
-	s.frames = keep
+	v.free(y)
 	out := v.strided(in, in.c, (in.t-3)/2+1, in.h, in.w, 3)
-	v.free(in)
+	v.free(in, s.frames)
+	s.frames = keep
 	return out
+}
+
+// avgDown is model/wanvae's AvgDown3D of x to out channels, ft frames and
+// fs×fs positions averaged into one: a copy where nothing is averaged,
+// else x padded in front to whole frame groups (the first chunk), folded
+// by a permuted copy, and summed into the shortcut.
+func (v *vaeRec) avgDown(x *vt, out, ft, fs int) *vt {
+	if ft*fs*fs == 1 && x.c == out {
+		return v.alloc(x.c, x.t, x.h, x.w)
+	}
+	t := x.t
+	var pad *vt
+	if p := (ft - t%ft) % ft; p > 0 {
+		t += p
+		pad = v.alloc(x.c, t, x.h, x.w)
+	}
+	folded := v.alloc(x.c, t, x.h, x.w)
+	v.free(pad)
+	sum := v.alloc(out, t/ft, x.h/fs, x.w/fs)
+	v.free(folded)
+	v.elementwise(folded, 3)
+	return sum
 }
 
 // strided records a strided convolution's output [c, t, h, w] and flops
@@ -137,9 +178,9 @@ func (v *vaeRec) strided(in *vt, c, t, h, w, taps int) *vt {
 
 // encodeImage simulates encodeCondition of an image-to-video request: the
 // condition video uploaded to the VAE's device, encoded chunk by chunk
-// (the first chunk and a steady one simulated, the steady one standing
-// for the rest), the posterior's mean and log-variance made, the video
-// freed, Done, and the mean downloaded. pipeline/wan times it with the
+// (model/wanvae's encodeRaw: each chunk's output kept until all are
+// joined), the posterior's mean and log-variance made, the video freed,
+// Done, and the mean downloaded. pipeline/wan times it with the
 // conditioning (the text phase).
 func (pl *pipelineSim) encodeImage() {
 	if pl.p.ImageMode == NoImage {
@@ -149,45 +190,41 @@ func (pl *pipelineSim) encodeImage() {
 	before := vae.stats
 	d := &direct{s: s, on: vae.acts, r: &recorder{ids: pl.id}}
 	b, frames := pl.req.Batch, pl.p.encodeFrames(pl.req)
+	c := pl.p.Coder
 	video := d.alloc(f32(b, 3, frames, pl.req.Height, pl.req.Width))
 	chunks := 1 + (frames-1)/4
 	v := &vaeRec{r: &recorder{ids: pl.id}, b: b, panel: max(s.hw.ConvPanel, 1), blk: map[string]int{}}
 	for i, bl := range pl.p.Component(VAE).Blocks {
 		v.blk[bl.Name] = i
 	}
-	var total float64
-	stats := compStats{}
-	for k := range min(chunks, 2) {
+	var outs []*vt
+	k := 0
+	total, stats := s.chunkLoop(vae, chunks, func(bool) pass {
 		v.calls, v.cur, v.pre = nil, nil, nil
 		t := 1
 		if k > 0 {
 			t = 4
 		}
-		out := v.encodeChunk(pl.p.Coder, t, pl.req.Height, pl.req.Width)
-		v.free(out) // concatenated into the encoder's output
-		if k == min(chunks, 2)-1 {
-			for _, sl := range v.slots {
-				v.free(sl.frames)
-			}
-		}
-		ps := pass{pre: v.pre, calls: v.calls, post: v.r.take()}
-		start, st0 := s.now, vae.stats
-		s.runPass(vae, ps)
-		st := vae.stats.minus(st0)
-		total += s.now - start
-		stats = stats.plus(st, 1)
-		if k == 1 && chunks > 2 {
-			rest := st
-			rest.compute -= st.actTouch
-			rest.actTouch = 0
-			total += float64(chunks-2) * (s.now - start - st.actTouch)
-			stats = stats.plus(rest, chunks-2)
+		k++
+		outs = append(outs, v.encodeChunk(c, t, pl.req.Height, pl.req.Width))
+		return pass{pre: v.pre, calls: v.calls, post: v.r.take()}
+	})
+	_, _, lh, lw := pl.req.latent(pl.p)
+	lf := 1 + (frames-1)/c.TemporalScale()
+	moments := d.alloc(f32(b, 2*c.ZDim, lf, lh, lw)) // the chunks joined
+	for _, o := range outs {
+		d.free(o.id)
+	}
+	for _, sl := range v.slots { // the cache, freed last
+		if sl.frames != nil {
+			d.free(sl.frames.id)
 		}
 	}
-	_, _, lh, lw := pl.req.latent(pl.p)
-	lf := 1 + (frames-1)/pl.p.Coder.TemporalScale()
-	mean := d.alloc(f32(b, pl.p.Coder.ZDim, lf, lh, lw))
-	logvar := d.alloc(f32(b, pl.p.Coder.ZDim, lf, lh, lw))
+	mean := d.alloc(f32(b, c.ZDim, lf, lh, lw))
+	raw := d.alloc(f32(b, c.ZDim, lf, lh, lw))
+	d.free(moments)
+	logvar := d.alloc(f32(b, c.ZDim, lf, lh, lw)) // clamped
+	d.free(raw)
 	d.free(video)
 	t1, beforeDone := s.now, vae.stats
 	s.done(vae)

@@ -35,6 +35,7 @@ type vaeRec struct {
 	panel int // output channels the convolutions compute at once
 	slots []*vslot
 	idx   int
+	first bool // recording the first chunk
 	blk   map[string]int
 	pre   []event // events before the chunk's first Run
 	calls []call
@@ -249,6 +250,26 @@ func (v *vaeRec) upsample(x *vt, temporal, keep bool) *vt {
 	return y
 }
 
+// dupUp is model/wanvae's DupUp3D of the level's input s to out channels,
+// 2×2 positions and on temporal levels 2 frames: the channels repeated
+// (a joined copy), unfolded by a permuted copy, and on the first chunk
+// of a temporal level narrowed past the frame the upsampler drops.
+func (v *vaeRec) dupUp(s *vt, out int, temporal bool) *vt {
+	ft := 1
+	if temporal {
+		ft = 2
+	}
+	rep := v.alloc(out*ft*4, s.t, s.h, s.w)
+	h := v.alloc(out, s.t*ft, 2*s.h, 2*s.w)
+	v.free(rep)
+	if v.first && ft > 1 {
+		rest := v.alloc(out, s.t*ft-(ft-1), 2*s.h, 2*s.w)
+		v.free(h)
+		h = rest
+	}
+	return h
+}
+
 // decodeFrame records one chunk: latent frame [z, 1, h, w] in, frames of
 // the tile's video out (returned, to be copied and freed by the caller).
 func (v *vaeRec) decodeFrame(c VAEConfig, h, w int) *vt {
@@ -283,8 +304,8 @@ func (v *vaeRec) decodeFrame(c VAEConfig, h, w int) *vt {
 			v.step(fmt.Sprintf("decoder.up.%d.upsample", i))
 			x = v.upsample(x, c.TemperalDownsample[len(c.TemperalDownsample)-1-i], c.IsResidual)
 			if short != nil {
-				// The shortcut duplicated to the upsampled shape, added.
-				h := v.alloc(x.c, x.t, x.h, x.w)
+				temporal := c.TemperalDownsample[len(c.TemperalDownsample)-1-i]
+				h := v.dupUp(short, out, temporal)
 				v.free(short)
 				v.elementwise(h, 3)
 				v.free(h)
@@ -294,43 +315,56 @@ func (v *vaeRec) decodeFrame(c VAEConfig, h, w int) *vt {
 	v.step("decoder.out")
 	a := v.normSiLU(x)
 	v.free(x)
-	// Wan 2.2 folds patch×patch pixels into the output channels; the
-	// unpatchified frames take the same bytes.
-	x = v.causalConv(a, 3*c.patch()*c.patch())
+	// Wan 2.2 folds patch×patch pixels into the output channels, and
+	// unpatchifies them into a permuted copy.
+	p := c.patch()
+	x = v.causalConv(a, 3*p*p)
+	if p > 1 {
+		y := v.alloc(3, x.t, x.h*p, x.w*p)
+		v.free(x)
+		x = y
+	}
 	v.flush()
 	return x
 }
 
-// vaeTile is the script of one tile's (or the whole latent's) decode.
+// vaeTile is the script of one tile's (or the whole latent's) decode,
+// made chunk by chunk (next) so that the simulation can stop recording
+// once the chunks reach their steady state.
 type vaeTile struct {
-	chunks []pass // the first chunk and a steady one (or just the first)
-	// frames is the chunk count; the steady chunk repeats frames-1 times.
-	frames int
+	v      *vaeRec
+	p      *Profile
+	h, w   int
+	frames int // the chunk count
+	done   int // chunks recorded
 }
 
-// vaeChunks records the decode of a latent tile [z, frames, h, w]: its
-// cache slots live from the first chunk to the last, which frees them.
-func vaeChunks(p *Profile, b, frames, h, w, panel int, id *ids) vaeTile {
-	comp := p.Component(VAE)
+// vaeChunks starts the decode script of a latent tile [z, frames, h, w]:
+// its cache slots live from the first chunk to the last, which frees them.
+func vaeChunks(p *Profile, b, frames, h, w, panel int, id *ids) *vaeTile {
 	v := &vaeRec{r: &recorder{ids: id}, b: b, panel: max(panel, 1), blk: map[string]int{}}
-	for i, bl := range comp.Blocks {
+	for i, bl := range p.Component(VAE).Blocks {
 		v.blk[bl.Name] = i
 	}
-	tile := vaeTile{frames: frames}
-	for k := range min(frames, 2) {
-		v.calls, v.cur, v.pre = nil, nil, nil
-		out := v.decodeFrame(p.Coder, h, w)
-		ps := pass{pre: v.pre, calls: v.calls}
-		v.free(out) // copied into the tile's video
-		if k == min(frames, 2)-1 {
-			for _, s := range v.slots {
-				v.free(s.frames)
-			}
+	return &vaeTile{v: v, p: p, h: h, w: w, frames: frames}
+}
+
+// next records the next chunk's pass; the last one frees the cache slots.
+func (t *vaeTile) next(last bool) pass {
+	v := t.v
+	v.calls, v.cur, v.pre = nil, nil, nil
+	v.first = t.done == 0
+	t.done++
+	out := v.decodeFrame(t.p.Coder, t.h, t.w)
+	ps := pass{pre: v.pre, calls: v.calls}
+	v.free(out) // copied into the tile's video
+	if last {
+		for _, s := range v.slots {
+			v.free(s.frames)
 		}
-		ps.post = v.r.take()
-		tile.chunks = append(tile.chunks, ps)
 	}
-	return tile
+	ps.post = v.r.take()
+	return ps
 }
 
 // vaeTileSpec is one tile of a tiled decode, in latent units.

@@ -24,13 +24,16 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, id *ids) 
 	patches := r.alloc(f32(b, l, c.InChannels*pv))
 	hidden := r.alloc(f32(b, l, d))
 	r.free(patches)
-	freq := r.alloc(f32(b, c.FreqDim))
-	h := r.alloc(f32(b, d))
+	// The time embedding and its projection: one row per sample, or per
+	// distinct per-token timestep (expand_timesteps).
+	g, runs := timestepRuns(p, req, b)
+	freq := r.alloc(f32(g, c.FreqDim))
+	h := r.alloc(f32(g, d))
 	r.free(freq)
-	temb := r.alloc(f32(b, d))
+	temb := r.alloc(f32(g, d))
 	r.free(h)
-	a := r.alloc(f32(b, d))
-	mods := r.alloc(f32(b, 6*d))
+	a := r.alloc(f32(g, d))
+	mods := r.alloc(f32(g, 6*d))
 	r.free(a)
 	t := r.alloc(f32(b, lt, d))
 	text := r.alloc(f32(b, lt, d))
@@ -39,17 +42,24 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, id *ids) 
 		gemm: 2 * float64(b) * (float64(l)*float64(c.InChannels*pv*d) + float64(lt)*float64(c.TextDim*d+d*d) + float64(c.FreqDim*d+d*d+6*d*d)),
 		mem:  float64(f32(b, l, c.InChannels*pv)) * 2,
 	}
+	li := imageRows(p)
+	image := 0
+	if li > 0 {
+		var w work
+		image, text, w = wanImageEmbed(r, p, b, lt, text)
+		embedWork = embedWork.add(w)
+	}
 	ps.calls = append(ps.calls, call{block: 0, ev: r.take(), work: embedWork})
 
 	for i := range c.NumLayers {
-		wanLayer(r, p, run, b, l, lt)
-		ps.calls = append(ps.calls, call{block: 1 + i, ev: r.take(), work: wanLayerWork(p, b, l, lt)})
+		wanLayer(r, p, run, b, l, lt, li, g, runs)
+		ps.calls = append(ps.calls, call{block: 1 + i, ev: r.take(), work: wanLayerWork(p, b, l, lt, li)})
 	}
 
 	// out: modulation, norm, proj_out, unpatchify (a permuted copy the
 	// caller receives and frees).
-	m := r.alloc(f32(b, 2*d))
-	shift, scale := r.alloc(f32(b, d)), r.alloc(f32(b, d))
+	m := r.alloc(f32(g, 2*d))
+	shift, scale := r.alloc(f32(g, d)), r.alloc(f32(g, d))
 	r.free(m)
 	x := r.alloc(f32(b, l, d))
 	y := r.alloc(f32(b, l, c.OutChannels*pv))
@@ -60,21 +70,136 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, id *ids) 
 	ps.calls = append(ps.calls, call{block: c.NumLayers + 1, ev: r.take(), work: outWork})
 
 	r.free(hidden, temb, mods, text, cos, sin)
+	if image != 0 {
+		r.free(image)
+	}
 	r.free(out) // the pipeline downloads the prediction and frees it
 	ps.post = r.take()
 	return ps
 }
 
-// wanLayer records one WanTransformerBlock's temporaries.
-func wanLayer(r *recorder, p *Profile, run residency.RunOptions, b, l, lt int) {
+// timestepRuns is how many rows of time embedding and modulation a pass
+// of b samples makes, and the runs of tokens that share one (nil: each
+// sample's tokens, one row per sample). Under expand_timesteps (TI2V) the
+// pipeline gives every token t, except frame 0's tokens 0 when an image
+// is given, and model/wan embeds each distinct value once.
+func timestepRuns(p *Profile, req Request, b int) (int, []int) {
+	if !p.ExpandTimesteps {
+		return b, nil
+	}
+	l := req.tokens(p)
+	_, _, h, w := req.latent(p)
+	frame0 := (h / p.Wan.PatchSize[1]) * (w / p.Wan.PatchSize[2])
+	sample, g := []int{l}, 1
+	if p.ImageMode == ImageAlone && l > frame0 {
+		sample, g = []int{frame0, l - frame0}, 2
+	}
+	var runs []int
+	for range b {
+		runs = append(runs, sample...)
+	}
+	return g, runs
+}
+
+// ffnChunks is the rows of each feed-forward call model/wan makes over b
+// samples of l tokens: all at once, or with Options.FFNChunk one sample's
+// chunk at a time; with per-token timesteps run by run, each in chunks.
+func ffnChunks(run residency.RunOptions, b, l int, runs []int) []int {
+	chunk := run.FFNChunk
+	split := func(n int) []int {
+		if chunk <= 0 || chunk >= n {
+			return []int{n}
+		}
+		var out []int
+		for start := 0; start < n; start += chunk {
+			out = append(out, min(chunk, n-start))
+		}
+		return out
+	}
+	if runs != nil {
+		var out []int
+		for _, n := range runs {
+			out = append(out, split(n)...)
+		}
+		return out
+	}
+	if chunk <= 0 || chunk >= l {
+		return []int{b * l}
+	}
+	var out []int
+	for range b {
+		out = append(out, split(l)...)
+	}
+	return out
+}
+
+// imageRows is how many image tokens an image-conditioned transformer
+// (Wan 2.1 I2V: image_dim set) reads per sample, after the image
+// embedding: the CLIP tower's tokens, or pos_embed_seq_len (FLF2V's two
+// images); 0 for a transformer without image conditioning.
+func imageRows(p *Profile) int {
+	switch c := p.Wan; {
+	case !c.HasImage():
+		return 0
+	case c.ImageTokens() > 0:
+		return c.ImageTokens()
+	case p.Image != nil:
+		return p.Image.Tokens()
+	}
+	return 257 // CLIP ViT-H/14 at 224, every Wan 2.1 I2V checkpoint's
+}
+
+// wanImageEmbed records model/wan's imageForward in the embed block: the
+// image embeddings (which the pipeline uploaded, [b, rows, image_dim])
+// normalised, through the feed-forward (image_dim wide, then the model
+// width) and normalised again. With a text context other than 512 tokens
+// the reference re-splits [image; text], and so does the model: both are
+// copied. It returns the image tokens' and the text's ids and the work.
+func wanImageEmbed(r *recorder, p *Profile, b, lt, text int) (int, int, work) {
+	c := p.Wan
+	d, e, rows := c.InnerDim(), *c.ImageDim, imageRows(p)
+	var x int
+	if c.ImageTokens() > 0 {
+		x = r.alloc(f32(b, rows, e)) // FLF2V: plus the position embedding
+	}
+	n := r.alloc(f32(b, rows, e))
+	if x != 0 {
+		r.free(x)
+	}
+	h := r.alloc(f32(b, rows, e))
+	r.free(n)
+	y := r.alloc(f32(b, rows, d))
+	r.free(h)
+	img := r.alloc(f32(b, rows, d))
+	r.free(y)
+	if lt != imageTextLen {
+		ctx := r.alloc(f32(b, rows+lt, d))
+		r.free(img, text)
+		split := rows + lt - imageTextLen
+		img = r.alloc(f32(b, split, d))
+		text = r.alloc(f32(b, imageTextLen, d))
+		r.free(ctx)
+	}
+	bf, rf := float64(b), float64(rows)
+	w := work{gemm: 2 * bf * rf * float64(e*e+e*d), mem: 4 * bf * rf * float64(4*e+3*d)}
+	return img, text, w
+}
+
+// imageTextLen is the text length the reference's image attention splits
+// [image; text] at (model/wan's textContextLen).
+const imageTextLen = 512
+
+// wanLayer records one WanTransformerBlock's temporaries (li image tokens
+// for an image-conditioned transformer, else 0).
+func wanLayer(r *recorder, p *Profile, run residency.RunOptions, b, l, lt, li, g int, runs []int) {
 	c := p.Wan
 	d := c.InnerDim()
 	bld := f32(b, l, d)
 
-	mods := r.alloc(f32(b, 6*d))
+	mods := r.alloc(f32(g, 6*d))
 	var parts []int
 	for range 6 {
-		parts = append(parts, r.alloc(f32(b, d)))
+		parts = append(parts, r.alloc(f32(g, d)))
 	}
 	r.free(mods)
 
@@ -104,16 +229,31 @@ func wanLayer(r *recorder, p *Profile, run residency.RunOptions, b, l, lt int) {
 	r.free(o)
 	r.free(a)
 
-	// Cross-attention to the projected text.
+	// Cross-attention to the projected text; with image conditioning the
+	// same queries attend to the image tokens first, and that output is
+	// added to the text attention's.
 	var xn int
 	if c.CrossAttnNorm {
 		xn = r.alloc(bld)
 	}
 	q = heads(l, true)
+	oi := 0
+	if li > 0 {
+		rows := li
+		if lt != imageTextLen {
+			rows = li + lt - imageTextLen
+		}
+		ki, vi := heads(rows, true), heads(rows, false)
+		oi = r.alloc(bld)
+		r.free(ki, vi)
+	}
 	k = heads(lt, true)
 	v = heads(lt, false)
 	o = r.alloc(bld)
 	r.free(q, k, v)
+	if oi != 0 {
+		r.free(oi)
+	}
 	a = r.alloc(bld)
 	r.free(o)
 	if c.CrossAttnNorm {
@@ -121,30 +261,28 @@ func wanLayer(r *recorder, p *Profile, run residency.RunOptions, b, l, lt int) {
 	}
 	r.free(a)
 
-	// Feed-forward, whole or one sample's chunk at a time (every chunk
-	// allocates and frees the same sizes, so one chunk shows the peak).
-	rows := b * l
-	if run.FFNChunk > 0 && run.FFNChunk < l {
-		rows = run.FFNChunk
+	// Feed-forward, chunk by chunk (a smaller last chunk may take a size
+	// class of its own).
+	for _, rows := range ffnChunks(run, b, l, runs) {
+		fx := r.alloc(f32(rows, d))
+		fa := r.alloc(f32(rows, c.FFNDim))
+		r.free(fx)
+		fy := r.alloc(f32(rows, d))
+		r.free(fa)
+		r.free(fy)
 	}
-	fx := r.alloc(f32(rows, d))
-	fa := r.alloc(f32(rows, c.FFNDim))
-	r.free(fx)
-	fy := r.alloc(f32(rows, d))
-	r.free(fa)
-	r.free(fy)
 	r.free(parts...)
 }
 
 // wanLayerWork counts one block's flops: q, k, v, o of both attentions,
 // the two attention products, the feed-forward, and the elementwise
 // traffic of norms, RoPE, gates and residual adds.
-func wanLayerWork(p *Profile, b, l, lt int) work {
+func wanLayerWork(p *Profile, b, l, lt, li int) work {
 	c := p.Wan
 	d, ff := float64(c.InnerDim()), float64(c.FFNDim)
-	bf, lf, ltf := float64(b), float64(l), float64(lt)
-	gemm := 2 * bf * (4*lf*d*d + 2*lf*d*d + 2*ltf*d*d + 2*lf*d*ff)
-	attn := 4 * bf * (lf*lf*d + lf*ltf*d)
+	bf, lf, ltf, lif := float64(b), float64(l), float64(lt), float64(li)
+	gemm := 2 * bf * (4*lf*d*d + 2*lf*d*d + 2*ltf*d*d + 2*lif*d*d + 2*lf*d*ff)
+	attn := 4 * bf * (lf*lf*d + lf*ltf*d + lf*lif*d)
 	mem := 4 * bf * lf * (30*d + 3*ff)
 	return work{gemm: gemm, attn: attnFlops(attn, c.AttentionHeadDim), mem: mem}
 }

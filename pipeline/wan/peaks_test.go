@@ -1,0 +1,111 @@
+package wan
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"ferry/checkpoint"
+	"ferry/hwprofile"
+	"ferry/imageproc"
+	"ferry/pipeline"
+	"ferry/planner"
+	"ferry/residency"
+)
+
+// TestPeaksPredicted runs the real pipeline, text-to-video, Wan 2.1
+// image-to-video (CLIP and the VAE encoder) and Wan 2.2 TI2V, under each
+// placement and both CFG modes, and checks the planner's peaks against
+// the measured ones exactly: the device's allocated and reserved bytes and
+// the host's reserved bytes. The planner replays the allocations the
+// model code makes, in its order, through the device's own allocator
+// (package arena), so any difference is an allocation the replay misses.
+// 17 frames make five latent frames: more chunks than the planner
+// simulates one by one.
+func TestPeaksPredicted(t *testing.T) {
+	for _, c := range []struct{ dir, image string }{
+		{"testdata/wan_pipeline", ""},
+		{"testdata/wan21_i2v_pipeline", "testdata/wan21_i2v_pipeline/image.png"},
+		{"testdata/wan22_ti2v_i2v_pipeline", "testdata/wan22_ti2v_i2v_pipeline/image.png"},
+	} {
+		var img *imageproc.RGB
+		if c.image != "" {
+			var err error
+			if img, err = imageproc.Load(c.image); err != nil {
+				t.Fatal(err)
+			}
+		}
+		req := Request{Prompt: "a lighthouse", Height: 128, Width: 192, Frames: 17, Steps: 2, Guidance: 5,
+			MaxSeqLen: 512, Seed: 1, Image: img}
+		prof, err := planner.ProfileFromFolder(filepath.Join(c.dir, "pipeline"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img != nil {
+			if err := prof.UseImage(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, pc := range []residency.ComponentPlan{
+			{Placement: residency.Resident},
+			{Placement: residency.Stream, Prefetch: 1},
+			{Placement: residency.Host},
+			{Placement: residency.Onload},
+		} {
+			for _, cfg := range []string{residency.CFGBatched, residency.CFGSequential} {
+				name := fmt.Sprintf("%s/%s/%s", filepath.Base(c.dir), pc.Placement, cfg)
+				t.Run(name, func(t *testing.T) {
+					plan := residency.Uniform("p", pc, append(slices.Clone(Components), ImageEncoder)...)
+					plan.Run.CFG = cfg
+					m, prompt := measurePeaks(t, filepath.Join(c.dir, "pipeline"), plan, req)
+					pr := planner.Request{Batch: 1, Frames: req.Frames, Height: req.Height, Width: req.Width, TextLen: req.MaxSeqLen,
+						PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance}
+					pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, x := range []struct {
+						what                string
+						predicted, measured int64
+					}{
+						{"device allocated", pred.PeakDeviceBytes, m.PeakDeviceBytes},
+						{"device reserved", pred.PeakDeviceReservedBytes, m.PeakDeviceReservedBytes},
+						{"host reserved", pred.PeakHostBytes, m.PeakHostBytes},
+					} {
+						if x.predicted != x.measured {
+							t.Errorf("peak %s: predicted %d, measured %d (%+d)", x.what, x.predicted, x.measured, x.predicted-x.measured)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// measurePeaks generates req from the folder dir under plan and returns
+// the run's measured figures and the prompt's token count.
+func measurePeaks(t *testing.T, dir string, plan *residency.Plan, req Request) (pipeline.Measured, int) {
+	t.Helper()
+	f, err := checkpoint.OpenFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := pipeline.NewRuntime(pipeline.Budget{}, plan, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if err := p.Register(rt.Exec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Generate(rt, req, false); err != nil {
+		t.Fatal(err)
+	}
+	return rt.Measure(), p.PromptTokens(req)
+}
