@@ -168,16 +168,7 @@ func TestEncodeVideoRejectsBadShapes(t *testing.T) {
 // TestEncoderFingerprint changes with the VAE and not between openings.
 func TestEncoderFingerprint(t *testing.T) {
 	fp := func(dir string) string {
-		f, err := checkpoint.OpenFolder(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		p, err := Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := p.EncoderFingerprint()
+		s, err := openPipeline(t, dir).EncoderFingerprint()
 		if err != nil {
 			t.Fatal(err)
 		}

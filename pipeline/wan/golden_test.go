@@ -70,16 +70,22 @@ func run(t *testing.T, plan *residency.Plan) *Output {
 
 func runWith(t *testing.T, plan *residency.Plan, opt pipeline.Options) *Output {
 	t.Helper()
-	f, err := checkpoint.OpenFolder(filepath.Join(goldenDir, "pipeline"))
+	return generateOn(t, openPipeline(t, filepath.Join(goldenDir, "pipeline")), plan, opt, goldenRequest(t))
+}
+
+// openPipeline opens the pipeline folder dir, closed when the test ends.
+func openPipeline(t *testing.T, dir string) *Pipeline {
+	t.Helper()
+	f, err := checkpoint.OpenFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	p, err := Open(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return generateOn(t, p, plan, opt, goldenRequest(t))
+	return p
 }
 
 // generateOn runs r on p under plan (nil: resident) and checks that the

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"ferry/checkpoint"
 	"ferry/imageproc"
 	"ferry/pipeline"
 	"ferry/residency"
@@ -53,15 +52,7 @@ func (c wan22Case) request(t *testing.T) Request {
 // generate runs the case under plan (nil: resident).
 func (c wan22Case) generate(t *testing.T, plan *residency.Plan) *Output {
 	t.Helper()
-	f, err := checkpoint.OpenFolder(filepath.Join(c.dir, "pipeline"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := openPipeline(t, filepath.Join(c.dir, "pipeline"))
 	if got := p.transformer.Config().InChannels; got != c.channels {
 		t.Fatalf("in_channels %d, want %d", got, c.channels)
 	}

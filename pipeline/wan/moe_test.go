@@ -38,15 +38,7 @@ func runMoE(t *testing.T, dir string, plan *residency.Plan, r Request) *Output {
 	if dir == "" {
 		dir = filepath.Join(moeDir, "pipeline")
 	}
-	f, err := checkpoint.OpenFolder(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := openPipeline(t, dir)
 	if !p.TwoExperts() {
 		t.Fatal("the golden folder opened as one transformer")
 	}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"ferry/checkpoint"
 	"ferry/hwprofile"
 	"ferry/imageproc"
 	"ferry/pipeline"
@@ -87,15 +86,7 @@ func TestPeaksPredicted(t *testing.T) {
 // the run's measured figures and the prompt's token count.
 func measurePeaks(t *testing.T, dir string, plan *residency.Plan, req Request) (pipeline.Measured, int) {
 	t.Helper()
-	f, err := checkpoint.OpenFolder(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := openPipeline(t, dir)
 	rt, err := pipeline.NewRuntime(pipeline.Budget{}, plan, pipeline.Options{})
 	if err != nil {
 		t.Fatal(err)
