@@ -223,7 +223,7 @@ func TestPredictOrders(t *testing.T) {
 		return c
 	}
 	predict := func(plan *residency.Plan) (Prediction, phaseStats) {
-		pr, ph, err := simulate(p, hw, plan, req, Budgets{}, true)
+		pr, ph, err := simulate(p, hw, plan, req, Budgets{}, simMode{phaseEmpty: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +265,7 @@ func TestPredictOrders(t *testing.T) {
 	// with free memory for the run beside the cache...
 	budgets := Budgets{}
 	predict = func(plan *residency.Plan) (Prediction, phaseStats) {
-		pr, ph, err := simulate(p, hw, plan, req, budgets, true)
+		pr, ph, err := simulate(p, hw, plan, req, budgets, simMode{phaseEmpty: true})
 		if err != nil {
 			t.Fatal(err)
 		}

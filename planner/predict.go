@@ -129,6 +129,12 @@ func effective(budget int64) int64 {
 // for lack of memory: a plan that does not fit comes back with Fits false
 // and the reason. Errors are for invalid input.
 func Predict(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request, b Budgets) (Prediction, error) {
+	return predict(p, hw, plan, req, b, false)
+}
+
+// predict is Predict, with the VAE's chunks past the second estimated
+// where approx is set (the search's comparisons: simMode).
+func predict(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request, b Budgets, approx bool) (Prediction, error) {
 	req = req.normalized()
 	if err := req.Validate(p); err != nil {
 		return Prediction{}, err
@@ -142,7 +148,7 @@ func Predict(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request
 	if err := hw.Validate(); err != nil {
 		return Prediction{}, err
 	}
-	pred, _, err := simulate(p, hw, plan, req, b, false)
+	pred, _, err := simulate(p, hw, plan, req, b, simMode{approx: approx})
 	if err != nil {
 		return Prediction{}, err
 	}
@@ -152,7 +158,7 @@ func Predict(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request
 		pred.Fits = false
 	} else if tight := (Budgets{DeviceBytes: effective(b.DeviceBytes), HostBytes: effective(b.HostBytes)}); tight != b {
 		// The margin: the same plan must also run with a little less.
-		check, _, err := simulate(p, hw, plan, req, tight, false)
+		check, _, err := simulate(p, hw, plan, req, tight, simMode{approx: approx})
 		if err != nil {
 			return Prediction{}, err
 		}
@@ -191,17 +197,24 @@ type phaseStats struct {
 	dev, host [3]int64
 }
 
+// simMode is how simulate runs. With phaseEmpty every phase starts with
+// the allocators' caches released, so that its reserved peak is its own
+// (the search's per-component estimates). With approx the VAE's chunks
+// past the second are taken to repeat it (sim.chunkLoop): 2-5x cheaper
+// at 81 frames, but not exact; the search compares plans so and predicts
+// its choice exactly.
+type simMode struct{ phaseEmpty, approx bool }
+
 // simulate runs the pipeline (text encoding, the denoising loop, the VAE
-// decode) through the executor and allocator model. With phaseEmpty every
-// phase starts with the allocators' caches released, so that its reserved
-// peak is its own (the search's per-component estimates).
-func simulate(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request, b Budgets, phaseEmpty bool) (Prediction, phaseStats, error) {
+// decode) through the executor and allocator model.
+func simulate(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Request, b Budgets, mode simMode) (Prediction, phaseStats, error) {
 	plan = Complete(p, plan)
 	switchAt, err := p.SwitchStep(req.Steps, req.FlowShift)
 	if err != nil {
 		return Prediction{}, phaseStats{}, err
 	}
 	s := newSim(hw, b)
+	s.approx = mode.approx
 	for _, c := range p.Components {
 		if err := s.register(c, plan.For(c.Name), p.Compute); err != nil {
 			pred := newPrediction(p, plan, req, b)
@@ -209,7 +222,7 @@ func simulate(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Reques
 			return pred, phaseStats{}, nil
 		}
 	}
-	pl := &pipelineSim{s: s, p: p, req: req, run: plan.Run, id: &ids{}, phaseEmpty: phaseEmpty, switchAt: switchAt}
+	pl := &pipelineSim{s: s, p: p, req: req, run: plan.Run, id: &ids{}, phaseEmpty: mode.phaseEmpty, switchAt: switchAt}
 	pl.text()
 	pl.image()
 	pl.encodeImage()

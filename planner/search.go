@@ -39,20 +39,24 @@ func Search(p *Profile, hw hwprofile.Profile, req Request, b Budgets) (*residenc
 	if err := hw.Validate(); err != nil {
 		return nil, Prediction{}, err
 	}
-	sr := &searcher{p: p, hw: hw, req: req, b: b}
-	cands, err := sr.candidates()
+	// The search compares many plans with the VAE's chunks estimated
+	// past the second (approx), then predicts its choice exactly; where
+	// that does not fit, or nothing seemed to, it searches again exactly.
+	sr := &searcher{p: p, hw: hw, req: req, b: b, approx: true}
+	best, bestPred, cands, err := sr.run()
 	if err != nil {
 		return nil, Prediction{}, err
 	}
-	best, bestPred, err := sr.verify(cands)
-	if err != nil {
-		return nil, Prediction{}, err
+	if best != nil {
+		if bestPred, err = Predict(p, hw, best, req, b); err != nil {
+			return nil, Prediction{}, err
+		}
 	}
-	if best, bestPred, err = sr.refine(best, bestPred); err != nil {
-		return nil, Prediction{}, err
-	}
-	if best, bestPred, err = sr.presets(best, bestPred); err != nil {
-		return nil, Prediction{}, err
+	if best == nil || !bestPred.Fits {
+		sr.approx = false
+		if best, bestPred, cands, err = sr.run(); err != nil {
+			return nil, Prediction{}, err
+		}
 	}
 	if best == nil {
 		return nil, Prediction{}, sr.infeasible(cands)
@@ -68,6 +72,33 @@ type searcher struct {
 	hw  hwprofile.Profile
 	req Request
 	b   Budgets
+	// approx estimates the VAE's chunks past the second (simulate).
+	approx bool
+}
+
+// run finds the best plan that fits (nil: none) and its prediction, and
+// the candidates it weighed.
+func (sr *searcher) run() (*residency.Plan, Prediction, []candidate, error) {
+	cands, err := sr.candidates()
+	if err != nil {
+		return nil, Prediction{}, nil, err
+	}
+	best, bestPred, err := sr.verify(cands)
+	if err != nil {
+		return nil, Prediction{}, nil, err
+	}
+	if best, bestPred, err = sr.refine(best, bestPred); err != nil {
+		return nil, Prediction{}, nil, err
+	}
+	if best, bestPred, err = sr.presets(best, bestPred); err != nil {
+		return nil, Prediction{}, nil, err
+	}
+	return best, bestPred, cands, nil
+}
+
+// predict is Predict for the search's comparisons (approx when set).
+func (sr *searcher) predict(plan *residency.Plan) (Prediction, error) {
+	return predict(sr.p, sr.hw, plan, sr.req, sr.b, sr.approx)
 }
 
 // solo is one component option simulated with the other components kept
@@ -150,7 +181,7 @@ func (sr *searcher) soloRun(comp string, phase int, c residency.ComponentPlan, r
 	plan := residency.Uniform("", offPlan, TextEncoder, Transformer, VAE)
 	plan.Components[comp] = c
 	plan.Run = run
-	pred, ph, err := simulate(sr.p, sr.hw, plan, sr.req, Budgets{}, true)
+	pred, ph, err := simulate(sr.p, sr.hw, plan, sr.req, Budgets{}, simMode{phaseEmpty: true, approx: sr.approx})
 	if err != nil {
 		return solo{}, err
 	}
@@ -287,7 +318,7 @@ func (sr *searcher) verify(cands []candidate) (*residency.Plan, Prediction, erro
 	checked := 0
 	try := func(c candidate) error {
 		checked++
-		pred, err := Predict(sr.p, sr.hw, c.plan, sr.req, sr.b)
+		pred, err := sr.predict(c.plan)
 		if err != nil {
 			return err
 		}
@@ -344,7 +375,7 @@ func (sr *searcher) refine(best *residency.Plan, pred Prediction) (*residency.Pl
 		cc := c
 		cc.Persistent = mid
 		setTransformer(sr.p, try, cc)
-		p, err := Predict(sr.p, sr.hw, try, sr.req, sr.b)
+		p, err := sr.predict(try)
 		if err != nil {
 			return nil, Prediction{}, err
 		}
@@ -384,7 +415,7 @@ func (sr *searcher) presets(best *residency.Plan, bestPred Prediction) (*residen
 		if err != nil {
 			return nil, Prediction{}, err
 		}
-		pred, err := Predict(sr.p, sr.hw, plan, sr.req, sr.b)
+		pred, err := sr.predict(plan)
 		if err != nil {
 			return nil, Prediction{}, err
 		}

@@ -90,7 +90,10 @@ type sim struct {
 	// keep is the storage dtypes GEMM weights keep on the device
 	// (residency.MatrixDeviceType): keepStored for inference, nil for
 	// training's dense weights.
-	keep      func(dtype.DType) bool
+	keep func(dtype.DType) bool
+	// approx: the VAE's chunks past the second are taken to repeat it
+	// (chunkLoop; simMode).
+	approx    bool
 	dev, host *allocModel
 	comps     []*simComp
 	byName    map[string]*simComp
@@ -785,15 +788,19 @@ func (s *sim) done(cs *simComp) {
 // chunkLoop runs n chunks of a repeating script on cs (the VAE's frames),
 // next making each chunk's pass (the last frees what the chunks carried).
 // Chunks run one by one until the state they leave (the devices' layouts
-// and cs's loaded blocks, signature) repeats the state some chunk before
-// left, at most maxPeriod chunks back: the chunks in between then repeat
-// exactly (a cache slot's frames ping-pong between two cached segments:
-// period 2), so whole periods of them are counted without running them,
-// their time without the first touches (they find the memory in the
-// allocator's cache), and the rest and the last chunk are run. It returns
-// the chunks' time and stats.
+// and cs's loaded blocks, signature) repeats the state some chunk at most
+// maxPeriod before left: the chunks in between then repeat exactly (a
+// cache slot's frames ping-pong between two cached segments: period 2),
+// so whole periods of them are counted without running them, their time
+// without the first touches (they find the memory in the allocator's
+// cache), and the rest and the last chunk are run. Without a period every
+// chunk runs. Under sim.approx (the search's comparisons) chunkEstimate
+// stands in. It returns the chunks' time and stats.
 func (s *sim) chunkLoop(cs *simComp, n int, next func(last bool) pass) (float64, compStats) {
-	const maxPeriod, maxRun = 4, 4
+	if s.approx {
+		return s.chunkEstimate(cs, n, next)
+	}
+	const maxPeriod = 4
 	var total float64
 	var stats compStats
 	// ran holds, since the last skip, each chunk's leaving state and its
@@ -828,15 +835,30 @@ func (s *sim) chunkLoop(cs *simComp, n int, next func(last bool) pass) (float64,
 			ran = nil // the state is this chunk's again
 			break
 		}
-		if len(ran) >= maxRun && j < n-2 {
-			// No period within maxRun chunks: the last stands for the rest
-			// but the last chunk. An estimate, kept short because the
-			// search simulates thousands of decodes.
-			k := n - 2 - j
-			total += float64(k) * ran[last].t
-			stats = stats.plus(ran[last].st, k)
-			j += k
-			ran = nil
+	}
+	return total, stats
+}
+
+// chunkEstimate is chunkLoop for the search's comparisons (sim.approx):
+// the first chunk and a second, which ends the chunks (it frees what they
+// carried), and the second, without its first touches, standing for the
+// rest. Two chunks' work instead of up to six, and not exact.
+func (s *sim) chunkEstimate(cs *simComp, n int, next func(last bool) pass) (float64, compStats) {
+	var total float64
+	var stats compStats
+	runs := min(n, 2)
+	for j := range runs {
+		before, t := cs.stats, s.now
+		s.runPass(cs, next(j == runs-1))
+		st := cs.stats.minus(before)
+		total += s.now - t
+		stats = stats.plus(st, 1)
+		if j == 1 && n > 2 {
+			rest := st
+			rest.compute -= st.actTouch
+			rest.actTouch = 0
+			total += float64(n-2) * (s.now - t - st.actTouch)
+			stats = stats.plus(rest, n-2)
 		}
 	}
 	return total, stats
