@@ -212,8 +212,8 @@ func TestPeakMatchesExecutor(t *testing.T) {
 			if s.err != nil {
 				t.Fatal(s.err)
 			}
-			checkWithin(t, "peak device bytes", s.dev.PeakAllocated, measured, 0.05)
-			checkWithin(t, "peak host bytes", s.host.PeakReserved, measuredHost, 0.05)
+			checkWithin(t, "peak device bytes", s.dev.PeakAllocated, measured, 0)
+			checkWithin(t, "peak host bytes", s.host.PeakReserved, measuredHost, 0)
 		})
 	}
 }
@@ -267,7 +267,7 @@ func TestWanPeakMatchesForward(t *testing.T) {
 					s.apply(event{id: ctx}, s.dev)
 				}
 				s.done(s.byName[Transformer])
-				checkWithin(t, "peak device bytes", s.dev.PeakAllocated, measured, 0.05)
+				checkWithin(t, "peak device bytes", s.dev.PeakAllocated, measured, 0)
 			})
 		}
 	}

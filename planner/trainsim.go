@@ -559,11 +559,17 @@ func (ts *trainSim) runCall(block int, ev []event, w work, into *float64) float6
 	b.inUse = false
 	if ts.req.Full && ts.backward {
 		// The block's update invalidates its device and host-tier copies:
-		// the next run loads the new master values.
+		// the next run loads the new master values. A block the plan keeps
+		// on the device is queued for loading again at once
+		// (Executor.Invalidate).
 		s.evict(b)
 		if b.hostCopy != nil {
 			s.host.release(b.hostCopy)
 			b.hostCopy = nil
+		}
+		if cs.plan.Placement == residency.Resident || (cs.plan.Placement == residency.Stream && s.keeps(b)) {
+			s.enqueue(b)
+			s.advance(s.now)
 		}
 	} else if cs.plan.Placement == residency.Stream && !s.keeps(b) && !ts.runsSoon(block) {
 		s.evict(b)
