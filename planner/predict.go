@@ -501,7 +501,7 @@ func (pl *pipelineSim) decode() {
 	var total float64
 	var stats compStats
 	if !g.tiled {
-		total, stats = pl.decodeTile(h, w)
+		total, stats = pl.decodeTile(h, w, true)
 	} else {
 		total, stats = pl.decodeTiled(d, g)
 	}
@@ -513,10 +513,13 @@ func (pl *pipelineSim) decode() {
 	pl.tVAE = total + (s.now - t)
 }
 
-// decodeTile runs the chunks of one latent tile (chunkLoop).
-func (pl *pipelineSim) decodeTile(h, w int) (float64, compStats) {
+// decodeTile runs the chunks of one latent tile (chunkLoop); unpatch says
+// the frames are unpatched chunk by chunk (an untiled decode) rather than
+// row by row after the tiles are blended.
+func (pl *pipelineSim) decodeTile(h, w int, unpatch bool) (float64, compStats) {
 	_, frames, _, _ := pl.req.latent(pl.p)
 	tile := vaeChunks(pl.p, pl.req.Batch, frames, h, w, pl.s.hw.ConvPanel, pl.id)
+	tile.v.unpatch = unpatch
 	return pl.s.chunkLoop(pl.s.byName[VAE], frames, tile.next)
 }
 
@@ -538,7 +541,7 @@ func (pl *pipelineSim) decodeTiled(d *direct, g vaeGrid) (float64, compStats) {
 	for _, t := range g.tiles {
 		cols = max(cols, t.col+1)
 	}
-	rowW := 0
+	rowW, at := 0, 0 // at: the video rows written
 	for i, t := range g.tiles {
 		if t.col == 0 {
 			below = make([]int, cols)
@@ -549,7 +552,7 @@ func (pl *pipelineSim) decodeTiled(d *direct, g vaeGrid) (float64, compStats) {
 		d.free(rows)
 		ph, pw := t.h*scale, t.w*scale
 		out := d.alloc(vid(ph, pw))
-		dt, st := pl.decodeTile(t.h, t.w)
+		dt, st := pl.decodeTile(t.h, t.w, false)
 		total += dt
 		stats = stats.plus(st, 1)
 		d.free(tile)
@@ -587,6 +590,21 @@ func (pl *pipelineSim) decodeTiled(d *direct, g vaeGrid) (float64, compStats) {
 				n := d.alloc(vid(min(g.crop, ph), pl.req.Width))
 				d.free(band)
 				band = n
+			}
+			// Cut to the video's remaining height, and with patching
+			// (Wan 2.2) unpatched, before it is copied into the video.
+			if n := min(min(g.crop, ph), pl.req.Height-at); n > 0 {
+				if n != min(g.crop, ph) {
+					cut := d.alloc(vid(n, pl.req.Width))
+					d.free(band)
+					band = cut
+				}
+				if pl.p.Coder.patch() > 1 {
+					u := d.alloc(vid(n, pl.req.Width))
+					d.free(band)
+					band = u
+				}
+				at += n
 			}
 			d.free(band)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"ferry/model/wanvae"
+	"ferry/residency"
 )
 
 // ImageMode says what an image-to-video request encodes with the VAE
@@ -177,11 +178,11 @@ func (v *vaeRec) strided(in *vt, c, t, h, w, taps int) *vt {
 }
 
 // encodeImage simulates encodeCondition of an image-to-video request: the
-// condition video uploaded to the VAE's device, encoded chunk by chunk
-// (model/wanvae's encodeRaw: each chunk's output kept until all are
-// joined), the posterior's mean and log-variance made, the video freed,
-// Done, and the mean downloaded. pipeline/wan times it with the
-// conditioning (the text phase).
+// condition video uploaded to the VAE's device, encoded whole or, with a
+// VAE tile the video exceeds, tile by tile (model/wanvae's EncodeTiled),
+// the posterior's mean and log-variance made, the video freed, Done, and
+// the mean downloaded. pipeline/wan times it with the conditioning (the
+// text phase).
 func (pl *pipelineSim) encodeImage() {
 	if pl.p.ImageMode == NoImage {
 		return
@@ -192,33 +193,15 @@ func (pl *pipelineSim) encodeImage() {
 	b, frames := pl.req.Batch, pl.p.encodeFrames(pl.req)
 	c := pl.p.Coder
 	video := d.alloc(f32(b, 3, frames, pl.req.Height, pl.req.Width))
-	chunks := 1 + (frames-1)/4
-	v := &vaeRec{r: &recorder{ids: pl.id}, b: b, panel: max(s.hw.ConvPanel, 1), blk: map[string]int{}}
-	for i, bl := range pl.p.Component(VAE).Blocks {
-		v.blk[bl.Name] = i
-	}
-	var outs []*vt
-	k := 0
-	total, stats := s.chunkLoop(vae, chunks, func(bool) pass {
-		v.calls, v.cur, v.pre = nil, nil, nil
-		t := 1
-		if k > 0 {
-			t = 4
-		}
-		k++
-		outs = append(outs, v.encodeChunk(c, t, pl.req.Height, pl.req.Width))
-		return pass{pre: v.pre, calls: v.calls, post: v.r.take()}
-	})
 	_, _, lh, lw := pl.req.latent(pl.p)
 	lf := 1 + (frames-1)/c.TemporalScale()
-	moments := d.alloc(f32(b, 2*c.ZDim, lf, lh, lw)) // the chunks joined
-	for _, o := range outs {
-		d.free(o.id)
-	}
-	for _, sl := range v.slots { // the cache, freed last
-		if sl.frames != nil {
-			d.free(sl.frames.id)
-		}
+	var moments int
+	var total float64
+	var stats compStats
+	if tile, stride, ok := encodeTiling(pl.run, pl.req.Height, pl.req.Width); ok {
+		moments, total, stats = pl.encodeTiled(d, frames, tile, stride)
+	} else {
+		moments, total, stats = pl.encodeRaw(d, frames, pl.req.Height, pl.req.Width)
 	}
 	mean := d.alloc(f32(b, c.ZDim, lf, lh, lw))
 	raw := d.alloc(f32(b, c.ZDim, lf, lh, lw))
@@ -231,4 +214,148 @@ func (pl *pipelineSim) encodeImage() {
 	d.free(logvar, mean)
 	vae.stats = before.plus(stats.plus(vae.stats.minus(beforeDone), 1), 1)
 	pl.tText += total + (s.now - t1)
+}
+
+// encodeTiling is the square tile and stride the pipeline gives the
+// encoder (wanvae.SquareTiling: the stride 3/4 of the tile by default),
+// and whether a video of h×w pixels is encoded in tiles (it exceeds one).
+func encodeTiling(run residency.RunOptions, h, w int) (tile, stride int, ok bool) {
+	tile, stride = run.VAETile, run.VAEStride
+	if stride <= 0 {
+		stride = tile * 3 / 4
+	}
+	return tile, stride, tile > 0 && (w > tile || h > tile)
+}
+
+// encodeRaw records model/wanvae's encodeRaw of the video's h×w pixels
+// (the whole video, or a tile of it): the chunks, each chunk's output kept
+// until all are joined into the moments, then the outputs and the chunks'
+// cache freed. It returns the moments' id and the chunks' time and stats.
+func (pl *pipelineSim) encodeRaw(d *direct, frames, h, w int) (int, float64, compStats) {
+	s, vae := pl.s, pl.s.byName[VAE]
+	b, c := pl.req.Batch, pl.p.Coder
+	v := &vaeRec{r: &recorder{ids: pl.id}, b: b, panel: max(s.hw.ConvPanel, 1), blk: map[string]int{}}
+	for i, bl := range pl.p.Component(VAE).Blocks {
+		v.blk[bl.Name] = i
+	}
+	var outs []*vt
+	total, stats := s.chunkLoop(vae, 1+(frames-1)/4, func(bool) pass {
+		v.calls, v.cur, v.pre = nil, nil, nil
+		t := 1
+		if len(outs) > 0 {
+			t = 4
+		}
+		outs = append(outs, v.encodeChunk(c, t, h, w))
+		return pass{pre: v.pre, calls: v.calls, post: v.r.take()}
+	})
+	scale := c.SpatialScale()
+	moments := d.alloc(f32(b, 2*c.ZDim, 1+(frames-1)/c.TemporalScale(), h/scale, w/scale)) // the chunks joined
+	for _, o := range outs {
+		d.free(o.id)
+	}
+	for _, sl := range v.slots { // the cache, freed last
+		if sl.frames != nil {
+			d.free(sl.frames.id)
+		}
+	}
+	return moments, total, stats
+}
+
+// encodeTiled follows EncodeTiled and tileGrid.assemble over the patched
+// video: the moments allocated whole first; each tile cut from the video
+// (rows, then columns), encoded, blended with the edge kept from the tile
+// above and the one to its left, its own edges kept, cropped; a finished
+// row of crops joined into a band, cut to the moments' width and height
+// and copied into them. It returns the moments' id and the tiles' time
+// and stats.
+func (pl *pipelineSim) encodeTiled(d *direct, frames, tile, stride int) (int, float64, compStats) {
+	b, c := pl.req.Batch, pl.p.Coder
+	pt, enc := c.patch(), c.SpatialScale()/c.patch()
+	z2, lf := 2*c.ZDim, 1+(frames-1)/c.TemporalScale()
+	lat := func(h, w int) int64 { return f32(b, z2, lf, h, w) }
+	inH, inW := pl.req.Height/pt, pl.req.Width/pt
+	tileP, strideP := tile/pt, stride/pt
+	blendP, cropP := tileP/enc-strideP/enc, strideP/enc
+	outH, outW := pl.req.Height/c.SpatialScale(), pl.req.Width/c.SpatialScale()
+	moments := d.alloc(lat(outH, outW))
+	var total float64
+	var stats compStats
+	var above, below []int
+	var aboveH []int // the kept bottom edges' heights, per column
+	left, leftW, at := 0, 0, 0
+	for y0 := 0; y0 < inH; y0 += strideP {
+		th := min(tileP, inH-y0)
+		var crops []int
+		var belowH []int
+		rowW, ch := 0, 0
+		for ci, x0 := 0, 0; x0 < inW; ci, x0 = ci+1, x0+strideP {
+			tw := min(tileP, inW-x0)
+			rows := d.alloc(f32(b, 3, frames, th*pt, pl.req.Width))
+			cut := d.alloc(f32(b, 3, frames, th*pt, tw*pt))
+			d.free(rows)
+			t, dt, st := pl.encodeRaw(d, frames, th*pt, tw*pt)
+			d.free(cut)
+			total += dt
+			stats = stats.plus(st, 1)
+			lh, lw := th/enc, tw/enc
+			if y0 > 0 {
+				if e := min(aboveH[ci], lh, blendP); e > 0 {
+					t = d.blend(t, lat(e, lw), lat(lh, lw))
+				}
+			}
+			if ci > 0 {
+				if e := min(leftW, lw, blendP); e > 0 {
+					t = d.blend(t, lat(lh, e), lat(lh, lw))
+				}
+			}
+			edge, edgeH := 0, 0
+			if blendP > 0 {
+				edgeH = min(blendP, lh)
+				edge = d.alloc(lat(edgeH, lw))
+			}
+			below, belowH = append(below, edge), append(belowH, edgeH)
+			d.free(left)
+			left, leftW = 0, 0
+			if blendP > 0 {
+				leftW = min(blendP, lw)
+				left = d.alloc(lat(lh, leftW))
+			}
+			ch = min(cropP, lh)
+			if ch != lh {
+				n := d.alloc(lat(ch, lw))
+				d.free(t)
+				t = n
+			}
+			cw := min(cropP, lw)
+			if cw != lw {
+				n := d.alloc(lat(ch, cw))
+				d.free(t)
+				t = n
+			}
+			crops = append(crops, t)
+			rowW += cw
+		}
+		d.free(left)
+		left, leftW = 0, 0
+		d.free(above...)
+		above, aboveH, below = below, belowH, nil
+		band := d.alloc(lat(ch, rowW))
+		d.free(crops...)
+		if rowW > outW {
+			n := d.alloc(lat(ch, outW))
+			d.free(band)
+			band = n
+		}
+		if n := min(ch, outH-at); n > 0 {
+			if n != ch {
+				cut := d.alloc(lat(n, outW))
+				d.free(band)
+				band = cut
+			}
+			at += n
+		}
+		d.free(band) // copied into the moments
+	}
+	d.free(above...)
+	return moments, total, stats
 }

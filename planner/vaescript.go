@@ -36,6 +36,9 @@ type vaeRec struct {
 	slots []*vslot
 	idx   int
 	first bool // recording the first chunk
+	// unpatch: the decoder's frames are unpatched chunk by chunk (an
+	// untiled decode; a tiled one unpatches assembled rows).
+	unpatch bool
 	blk   map[string]int
 	pre   []event // events before the chunk's first Run
 	calls []call
@@ -319,7 +322,7 @@ func (v *vaeRec) decodeFrame(c VAEConfig, h, w int) *vt {
 	// unpatchifies them into a permuted copy.
 	p := c.patch()
 	x = v.causalConv(a, 3*p*p)
-	if p > 1 {
+	if p > 1 && v.unpatch {
 		y := v.alloc(3, x.t, x.h*p, x.w*p)
 		v.free(x)
 		x = y

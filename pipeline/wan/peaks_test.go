@@ -15,13 +15,14 @@ import (
 
 // TestPeaksPredicted runs the real pipeline, text-to-video, Wan 2.1
 // image-to-video (CLIP and the VAE encoder) and Wan 2.2 TI2V, under each
-// placement and both CFG modes, and checks the planner's peaks against
+// placement and both CFG modes, and with the VAE tiled (the decode and the
+// image encode tile by tile), and checks the planner's peaks against
 // the measured ones exactly: the device's allocated and reserved bytes and
 // the host's reserved bytes. The planner replays the allocations the
 // model code makes, in its order, through the device's own allocator
 // (package arena), so any difference is an allocation the replay misses.
-// 17 frames make five latent frames: more chunks than the planner
-// simulates one by one.
+// 17 frames make five latent frames: enough chunks for the VAE's replay
+// to find their period.
 func TestPeaksPredicted(t *testing.T) {
 	for _, c := range []struct{ dir, image string }{
 		{"testdata/wan_pipeline", ""},
@@ -46,6 +47,12 @@ func TestPeaksPredicted(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		type run struct {
+			pc   residency.ComponentPlan
+			cfg  string
+			tile int // VAE tile (pixels), 0: untiled
+		}
+		var runs []run
 		for _, pc := range []residency.ComponentPlan{
 			{Placement: residency.Resident},
 			{Placement: residency.Stream, Prefetch: 1},
@@ -53,31 +60,37 @@ func TestPeaksPredicted(t *testing.T) {
 			{Placement: residency.Onload},
 		} {
 			for _, cfg := range []string{residency.CFGBatched, residency.CFGSequential} {
-				name := fmt.Sprintf("%s/%s/%s", filepath.Base(c.dir), pc.Placement, cfg)
-				t.Run(name, func(t *testing.T) {
-					plan := residency.Uniform("p", pc, append(slices.Clone(Components), ImageEncoder)...)
-					plan.Run.CFG = cfg
-					m, prompt := measurePeaks(t, filepath.Join(c.dir, "pipeline"), plan, req)
-					pr := planner.Request{Batch: 1, Frames: req.Frames, Height: req.Height, Width: req.Width, TextLen: req.MaxSeqLen,
-						PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance}
-					pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, x := range []struct {
-						what                string
-						predicted, measured int64
-					}{
-						{"device allocated", pred.PeakDeviceBytes, m.PeakDeviceBytes},
-						{"device reserved", pred.PeakDeviceReservedBytes, m.PeakDeviceReservedBytes},
-						{"host reserved", pred.PeakHostBytes, m.PeakHostBytes},
-					} {
-						if x.predicted != x.measured {
-							t.Errorf("peak %s: predicted %d, measured %d (%+d)", x.what, x.predicted, x.measured, x.predicted-x.measured)
-						}
-					}
-				})
+				runs = append(runs, run{pc: pc, cfg: cfg})
 			}
+		}
+		// Tiled: the decode, and the image-to-video encode, tile by tile.
+		runs = append(runs, run{pc: residency.ComponentPlan{Placement: residency.Resident}, cfg: residency.CFGBatched, tile: 64},
+			run{pc: residency.ComponentPlan{Placement: residency.Stream, Prefetch: 1}, cfg: residency.CFGBatched, tile: 64})
+		for _, r := range runs {
+			name := fmt.Sprintf("%s/%s/%s/tile%d", filepath.Base(c.dir), r.pc.Placement, r.cfg, r.tile)
+			t.Run(name, func(t *testing.T) {
+				plan := residency.Uniform("p", r.pc, append(slices.Clone(Components), ImageEncoder)...)
+				plan.Run.CFG, plan.Run.VAETile = r.cfg, r.tile
+				m, prompt := measurePeaks(t, filepath.Join(c.dir, "pipeline"), plan, req)
+				pr := planner.Request{Batch: 1, Frames: req.Frames, Height: req.Height, Width: req.Width, TextLen: req.MaxSeqLen,
+					PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance}
+				pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, x := range []struct {
+					what                string
+					predicted, measured int64
+				}{
+					{"device allocated", pred.PeakDeviceBytes, m.PeakDeviceBytes},
+					{"device reserved", pred.PeakDeviceReservedBytes, m.PeakDeviceReservedBytes},
+					{"host reserved", pred.PeakHostBytes, m.PeakHostBytes},
+				} {
+					if x.predicted != x.measured {
+						t.Errorf("peak %s: predicted %d, measured %d (%+d)", x.what, x.predicted, x.measured, x.predicted-x.measured)
+					}
+				}
+			})
 		}
 	}
 }
