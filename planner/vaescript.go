@@ -39,10 +39,10 @@ type vaeRec struct {
 	// unpatch: the decoder's frames are unpatched chunk by chunk (an
 	// untiled decode; a tiled one unpatches assembled rows).
 	unpatch bool
-	blk   map[string]int
-	pre   []event // events before the chunk's first Run
-	calls []call
-	cur   *call
+	blk     map[string]int
+	pre     []event // events before the chunk's first Run
+	calls   []call
+	cur     *call
 }
 
 func (v *vaeRec) alloc(c, t, h, w int) *vt {
