@@ -566,17 +566,7 @@ func (pl *pipelineSim) decodeTiled(d *direct, g vaeGrid) (float64, compStats) {
 		d.free(left)
 		left = d.alloc(vid(ph, min(g.blend, pw)))
 		ch, cw := min(g.crop, ph), min(g.crop, pw)
-		if ch != ph {
-			n := d.alloc(vid(ch, pw))
-			d.free(out)
-			out = n
-		}
-		if cw != pw {
-			n := d.alloc(vid(ch, cw))
-			d.free(out)
-			out = n
-		}
-		crops = append(crops, out)
+		crops = append(crops, d.crop(out, vid, ph, pw, ch, cw))
 		rowW += cw
 		if i == len(g.tiles)-1 || g.tiles[i+1].row != t.row {
 			d.free(left)
@@ -634,6 +624,22 @@ func (d *direct) free(ids ...int) {
 			d.s.apply(event{id: id}, d.on)
 		}
 	}
+}
+
+// crop is tile.go's cropTile: tile t (h×w, size gives the bytes) cut to
+// its first ch rows, then cw columns, each cut a copy that replaces it.
+func (d *direct) crop(t int, size func(h, w int) int64, h, w, ch, cw int) int {
+	if ch != h {
+		n := d.alloc(size(ch, w))
+		d.free(t)
+		t = n
+	}
+	if cw != w {
+		n := d.alloc(size(ch, cw))
+		d.free(t)
+		t = n
+	}
+	return t
 }
 
 // blend is tile.go's blend: the edge's tail and the tile's head are

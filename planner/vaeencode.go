@@ -321,18 +321,8 @@ func (pl *pipelineSim) encodeTiled(d *direct, frames, tile, stride int) (int, fl
 				left = d.alloc(lat(lh, leftW))
 			}
 			ch = min(cropP, lh)
-			if ch != lh {
-				n := d.alloc(lat(ch, lw))
-				d.free(t)
-				t = n
-			}
 			cw := min(cropP, lw)
-			if cw != lw {
-				n := d.alloc(lat(ch, cw))
-				d.free(t)
-				t = n
-			}
-			crops = append(crops, t)
+			crops = append(crops, d.crop(t, lat, lh, lw, ch, cw))
 			rowW += cw
 		}
 		d.free(left)
