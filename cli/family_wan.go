@@ -128,7 +128,7 @@ func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
 	}
 	return prof, planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
 		PromptTokens: j.p.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance, FlowShift: r.FlowShift, AdapterBytes: wan.LoRABytes(r.LoRAs),
-		AdapterBytes2: wan.LoRABytes(r.LoRAs2)}, nil
+		AdapterBytes2: wan.LoRABytes(r.LoRAs2), LoRA: wan.LoRARanks(r.LoRAs), LoRA2: wan.LoRARanks(r.LoRAs2)}, nil
 }
 
 // guidance2 sets the low-noise expert's scale: --guidance-2 (v >= 0), else

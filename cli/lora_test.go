@@ -197,3 +197,28 @@ func TestGenerateLoRAExperts(t *testing.T) {
 		t.Errorf("--lora-2 on one transformer: exit %d, stderr %q; want exit %d and one line naming --lora-2", code, stderr, ExitUsage)
 	}
 }
+
+// TestGenerateLoRAPeaksPredicted: with a LoRA, every plan's measured peaks
+// (device allocated and reserved, host) equal the predicted ones: the
+// planner replays each adapter's intermediates (x·Aᵀ and the row blocks
+// of its product) where model/wan makes them.
+func TestGenerateLoRAPeaksPredicted(t *testing.T) {
+	tiny := synthModel(t, "wan-tiny")
+	real, _ := tinyLoRA(t, tiny, "real.safetensors", false)
+	for _, c := range []struct{ plan, mem string }{
+		{"auto", "6MiB"}, {"auto", ""}, {"resident", ""}, {"stream", ""}, {"onload", ""}, {"level3", ""}, {"sequential-offload", ""},
+	} {
+		args := []string{"--lora", real + ":0.5", "--plan", c.plan}
+		if c.mem != "" {
+			args = append(args, "--device-mem", c.mem)
+		}
+		_, rep := generateVideo(t, tiny, args...)
+		m, _ := rep["measured"].(map[string]any)
+		p, _ := rep["predicted"].(map[string]any)
+		for _, k := range []string{"peak_device_bytes", "peak_device_reserved_bytes", "peak_host_bytes"} {
+			if m[k] == nil || m[k] != p[k] {
+				t.Errorf("plan %s, device budget %q: %s measured %v, predicted %v", c.plan, c.mem, k, m[k], p[k])
+			}
+		}
+	}
+}

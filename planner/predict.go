@@ -455,7 +455,11 @@ func (pl *pipelineSim) stage(tr *simComp, n int, handoff bool) stageSim {
 			for _, ev := range r.take() {
 				s.apply(ev, tr.acts) // on the transformer's device
 			}
-			s.runPass(tr, wanPass(pl.p, pl.req, pl.run, batch, pl.id))
+			lr := pl.req.LoRA
+			if tr.name == Transformer2 {
+				lr = pl.req.LoRA2 // the low-noise expert's own adapters
+			}
+			s.runPass(tr, wanPass(pl.p, pl.req, pl.run, batch, lr, pl.id))
 			if img != 0 {
 				s.apply(event{id: img}, tr.acts)
 			}

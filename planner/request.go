@@ -35,6 +35,11 @@ type Request struct {
 	// folder (pipeline/wan Request.LoRAs2), on its device while it
 	// denoises.
 	AdapterBytes2 int64 `json:"adapter_bytes_2,omitempty"`
+	// LoRA and LoRA2 are those adapters' ranks by module (pipeline/wan
+	// LoRARanks): the replay makes each one's intermediates where the
+	// model does. Left out of reports (AdapterBytes stands for them).
+	LoRA  LoRARanks `json:"-"`
+	LoRA2 LoRARanks `json:"-"`
 	// Repeated says the runtime is kept for the requests after this one
 	// (ferry serve): Search then ranks plans by a warm request's time, the
 	// total less what a kept runtime does not load again (Prediction.LoadS),

@@ -1,13 +1,19 @@
 package planner
 
-import "ferry/residency"
+import (
+	"fmt"
+	"strings"
+
+	"ferry/model/wan"
+	"ferry/residency"
+)
 
 // wanPass is one transformer Forward over a batch of b samples, following
 // model/wan/forward.go allocation by allocation: the RoPE tables before the
 // first block; the hidden state, time embedding, modulation and projected
 // text that live from the embed block to the end of the pass; and inside
 // each block the temporaries in the order the code makes and frees them.
-func wanPass(p *Profile, req Request, run residency.RunOptions, b int, id *ids) pass {
+func wanPass(p *Profile, req Request, run residency.RunOptions, b int, lr LoRARanks, id *ids) pass {
 	c := p.Wan
 	d, hd := c.InnerDim(), c.AttentionHeadDim
 	l, lt := req.tokens(p), req.TextLen
@@ -29,14 +35,19 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, id *ids) 
 	g, runs := timestepRuns(p, req, b)
 	freq := r.alloc(f32(g, c.FreqDim))
 	h := r.alloc(f32(g, d))
+	lr.record(r, "condition_embedder.time_embedder.linear_1", g, d)
 	r.free(freq)
 	temb := r.alloc(f32(g, d))
+	lr.record(r, "condition_embedder.time_embedder.linear_2", g, d)
 	r.free(h)
 	a := r.alloc(f32(g, d))
 	mods := r.alloc(f32(g, 6*d))
+	lr.record(r, "condition_embedder.time_proj", g, 6*d)
 	r.free(a)
 	t := r.alloc(f32(b, lt, d))
+	lr.record(r, "condition_embedder.text_embedder.linear_1", b*lt, d)
 	text := r.alloc(f32(b, lt, d))
+	lr.record(r, "condition_embedder.text_embedder.linear_2", b*lt, d)
 	r.free(t)
 	embedWork := work{
 		gemm: 2 * float64(b) * (float64(l)*float64(c.InChannels*pv*d) + float64(lt)*float64(c.TextDim*d+d*d) + float64(c.FreqDim*d+d*d+6*d*d)),
@@ -52,7 +63,7 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, id *ids) 
 	ps.calls = append(ps.calls, call{block: 0, ev: r.take(), work: embedWork})
 
 	for i := range c.NumLayers {
-		wanLayer(r, p, run, b, l, lt, li, g, runs)
+		wanLayer(r, p, run, b, l, lt, li, g, runs, lr.block(i))
 		ps.calls = append(ps.calls, call{block: 1 + i, ev: r.take(), work: wanLayerWork(p, b, l, lt, li)})
 	}
 
@@ -63,6 +74,7 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, id *ids) 
 	r.free(m)
 	x := r.alloc(f32(b, l, d))
 	y := r.alloc(f32(b, l, c.OutChannels*pv))
+	lr.record(r, "proj_out", b*l, c.OutChannels*pv)
 	r.free(x)
 	out := r.alloc(f32(b, l, c.OutChannels*pv))
 	r.free(y, shift, scale)
@@ -191,7 +203,7 @@ const imageTextLen = 512
 
 // wanLayer records one WanTransformerBlock's temporaries (li image tokens
 // for an image-conditioned transformer, else 0).
-func wanLayer(r *recorder, p *Profile, run residency.RunOptions, b, l, lt, li, g int, runs []int) {
+func wanLayer(r *recorder, p *Profile, run residency.RunOptions, b, l, lt, li, g int, runs []int, lr LoRARanks) {
 	c := p.Wan
 	d := c.InnerDim()
 	bld := f32(b, l, d)
@@ -206,8 +218,9 @@ func wanLayer(r *recorder, p *Profile, run residency.RunOptions, b, l, lt, li, g
 	// Self-attention: x, then q (projection, norm), k, v; x dies before
 	// the attention itself.
 	x := r.alloc(bld)
-	heads := func(rows int, norm bool) int {
+	heads := func(module string, rows int, norm bool) int {
 		y := r.alloc(f32(b, rows, d))
+		lr.record(r, module, b*rows, d)
 		if !norm {
 			return y
 		}
@@ -215,17 +228,18 @@ func wanLayer(r *recorder, p *Profile, run residency.RunOptions, b, l, lt, li, g
 		r.free(y)
 		return n
 	}
-	q := heads(l, true)
+	q := heads("attn1.to_q", l, true)
 	qr := r.alloc(bld)
 	r.free(q)
-	k := heads(l, true)
+	k := heads("attn1.to_k", l, true)
 	kr := r.alloc(bld)
 	r.free(k)
-	v := heads(l, false)
+	v := heads("attn1.to_v", l, false)
 	r.free(x)
 	o := r.alloc(bld)
 	r.free(qr, kr, v)
 	a := r.alloc(bld)
+	lr.record(r, "attn1.to_out.0", b*l, d)
 	r.free(o)
 	r.free(a)
 
@@ -236,25 +250,26 @@ func wanLayer(r *recorder, p *Profile, run residency.RunOptions, b, l, lt, li, g
 	if c.CrossAttnNorm {
 		xn = r.alloc(bld)
 	}
-	q = heads(l, true)
+	q = heads("attn2.to_q", l, true)
 	oi := 0
 	if li > 0 {
 		rows := li
 		if lt != imageTextLen {
 			rows = li + lt - imageTextLen
 		}
-		ki, vi := heads(rows, true), heads(rows, false)
+		ki, vi := heads("attn2.add_k_proj", rows, true), heads("attn2.add_v_proj", rows, false)
 		oi = r.alloc(bld)
 		r.free(ki, vi)
 	}
-	k = heads(lt, true)
-	v = heads(lt, false)
+	k = heads("attn2.to_k", lt, true)
+	v = heads("attn2.to_v", lt, false)
 	o = r.alloc(bld)
 	r.free(q, k, v)
 	if oi != 0 {
 		r.free(oi)
 	}
 	a = r.alloc(bld)
+	lr.record(r, "attn2.to_out.0", b*l, d)
 	r.free(o)
 	if c.CrossAttnNorm {
 		r.free(xn)
@@ -266,8 +281,10 @@ func wanLayer(r *recorder, p *Profile, run residency.RunOptions, b, l, lt, li, g
 	for _, rows := range ffnChunks(run, b, l, runs) {
 		fx := r.alloc(f32(rows, d))
 		fa := r.alloc(f32(rows, c.FFNDim))
+		lr.record(r, "ffn.net.0.proj", rows, c.FFNDim)
 		r.free(fx)
 		fy := r.alloc(f32(rows, d))
+		lr.record(r, "ffn.net.2", rows, d)
 		r.free(fa)
 		r.free(fy)
 	}
@@ -285,4 +302,44 @@ func wanLayerWork(p *Profile, b, l, lt, li int) work {
 	attn := 4 * bf * (lf*lf*d + lf*ltf*d + lf*lif*d)
 	mem := 4 * bf * lf * (30*d + 3*ff)
 	return work{gemm: gemm, attn: attnFlops(attn, c.AttentionHeadDim), mem: mem}
+}
+
+// LoRARanks are the LoRA adapters on the transformer's Linears, by
+// diffusers module name ("blocks.3.attn1.to_q"): their ranks in the order
+// model/wan applies them (Request.LoRA).
+type LoRARanks map[string][]int
+
+// block is the adapters of block i, named within it ("attn1.to_q").
+func (lr LoRARanks) block(i int) LoRARanks {
+	if len(lr) == 0 {
+		return nil
+	}
+	prefix := fmt.Sprintf("blocks.%d.", i)
+	out := LoRARanks{}
+	for m, ranks := range lr {
+		if rest, ok := strings.CutPrefix(m, prefix); ok {
+			out[rest] = ranks
+		}
+	}
+	return out
+}
+
+// record replays model/wan's project past its Linear (rows × out, just
+// allocated) for the module's adapters: each one's rank-wide x·Aᵀ, then
+// its product added a block of rows at a time (a temporary per block,
+// wan.RowBlockBytes), and the x·Aᵀ freed once all are added.
+func (lr LoRARanks) record(r *recorder, module string, rows, out int) {
+	ranks := lr[module]
+	if len(ranks) == 0 {
+		return
+	}
+	step := max(1, wan.RowBlockBytes()/(4*max(out, 1)))
+	lows := make([]int, 0, len(ranks))
+	for _, rank := range ranks {
+		lows = append(lows, r.alloc(f32(rows, rank)))
+		for start := 0; start < rows; start += step {
+			r.free(r.alloc(f32(min(step, rows-start), out)))
+		}
+	}
+	r.free(lows...)
 }

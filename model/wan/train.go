@@ -314,6 +314,10 @@ func projectTrain(ops *tensor.Ops, x *tensor.Tensor, l linear) (*tensor.Tensor, 
 // it small to cut their tiny tensors in several blocks).
 var rowBlockBytes = 4 << 20
 
+// RowBlockBytes is the size of the row blocks a LoRA adapter's product is
+// added in (the planner replays them).
+func RowBlockBytes() int { return rowBlockBytes }
+
 // byRows calls fn on views of the same block of rows of every tensor in
 // ts (each seen as [rows, last dim]; they have the same rows), a few MB of
 // width-wide rows at a time: an adapter's product, added into a Linear's

@@ -69,6 +69,22 @@ func LoRABytes(ls []LoRA) int64 {
 	return 4 * n
 }
 
+// LoRARanks is the adapters' ranks by module, in the order the
+// transformer applies them (planner.Request.LoRA: the planner replays
+// each one's intermediates).
+func LoRARanks(ls []LoRA) map[string][]int {
+	var out map[string][]int
+	for _, l := range ls {
+		for _, a := range l.Adapters {
+			if out == nil {
+				out = map[string][]int{}
+			}
+			out[a.Module] = append(out[a.Module], a.Rank)
+		}
+	}
+	return out
+}
+
 func alignUp(n int) int { return (n + loraAlign - 1) / loraAlign * loraAlign }
 
 // UploadLoRA copies the adapters of ls to ops' device as float32, in one
