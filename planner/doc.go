@@ -36,7 +36,8 @@ package planner
 //     two into one [2B, L, D] tensor on the device and free them.
 //   - LoRA (Request.AdapterBytes > 0): after the contexts, upload every
 //     adapter into one float32 buffer of that size on the transformer's
-//     device; free it with the contexts.
+//     device; free it with the contexts. Inside the pass each adapted
+//     Linear (Request.LoRA) makes its adapters' intermediates (wanscript).
 //   - denoise: per step and per branch pass, upload the latents
 //     [b, C, F, H, W] on the device, Forward, download and free the
 //     prediction, free the latents (the sampler works in Go memory). After
