@@ -200,8 +200,8 @@ type phaseStats struct {
 // simMode is how simulate runs. With phaseEmpty every phase starts with
 // the allocators' caches released, so that its reserved peak is its own
 // (the search's per-component estimates). With approx the VAE's chunks
-// past the second are taken to repeat it (sim.chunkLoop): 2-5x cheaper
-// at 81 frames, but not exact; the search compares plans so and predicts
+// past the second are taken to repeat it (sim.chunkEstimate): cheaper at
+// 81 frames, but not exact; the search compares plans so and predicts
 // its choice exactly.
 type simMode struct{ phaseEmpty, approx bool }
 

@@ -92,7 +92,7 @@ type sim struct {
 	// training's dense weights.
 	keep func(dtype.DType) bool
 	// approx: the VAE's chunks past the second are taken to repeat it
-	// (chunkLoop; simMode).
+	// (chunkEstimate; simMode).
 	approx    bool
 	dev, host *allocModel
 	comps     []*simComp
@@ -842,7 +842,8 @@ func (s *sim) chunkLoop(cs *simComp, n int, next func(last bool) pass) (float64,
 // chunkEstimate is chunkLoop for the search's comparisons (sim.approx):
 // the first chunk and a second, which ends the chunks (it frees what they
 // carried), and the second, without its first touches, standing for the
-// rest. Two chunks' work instead of up to six, and not exact.
+// rest. Two chunks' work instead of every chunk up to a period, and not
+// exact.
 func (s *sim) chunkEstimate(cs *simComp, n int, next func(last bool) pass) (float64, compStats) {
 	var total float64
 	var stats compStats
