@@ -44,3 +44,45 @@ func TestChoicesIgnoreAddresses(t *testing.T) {
 		t.Errorf("peak reserved %d and %d", a.PeakReserved, b.PeakReserved)
 	}
 }
+
+// TestSignature: states that differ only in which of two cached large
+// segments of one size holds a tensor hash alike; a different layout of
+// a small segment, or another count of large segments, does not.
+func TestSignature(t *testing.T) {
+	mapper := func() func(int64) (int64, any, error) {
+		next := int64(1 << 30)
+		return func(size int64) (int64, any, error) { next += size; return next, nil, nil }
+	}
+	// Two large segments of one class, the first or the second in use.
+	var a, b Arena
+	a.Map, b.Map = mapper(), mapper()
+	x1, _ := a.Alloc(2 << 20)
+	x2, _ := a.Alloc(2 << 20)
+	y1, _ := b.Alloc(2 << 20)
+	y2, _ := b.Alloc(2 << 20)
+	a.Free(x1)
+	b.Free(y2)
+	if a.Signature() != b.Signature() {
+		t.Error("the same counts of large segments in use and cached hash differently")
+	}
+	a.Free(x2)
+	if a.Signature() == b.Signature() {
+		t.Error("two cached large segments hash as one cached and one in use")
+	}
+	b.Free(y1)
+	if a.Signature() != b.Signature() {
+		t.Error("two cached large segments of one size hash differently")
+	}
+	// Small segments: the layout counts.
+	var c, d Arena
+	c.Map, d.Map = mapper(), mapper()
+	s1, _ := c.Alloc(4096)
+	c.Alloc(4096)
+	d.Alloc(4096)
+	s2, _ := d.Alloc(4096)
+	c.Free(s1)
+	d.Free(s2)
+	if c.Signature() == d.Signature() {
+		t.Error("a small segment's first block freed hashes as its second freed")
+	}
+}
