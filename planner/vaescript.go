@@ -392,7 +392,7 @@ func newVAEGrid(req Request, run residency.RunOptions, c VAEConfig) vaeGrid {
 	g := vaeGrid{latH: lh, latW: lw}
 	tile, stride := run.VAETile, run.VAEStride
 	if stride <= 0 {
-		stride = tile * 3 / 4 / 8 * 8
+		stride = tile * 3 / 4 // wanvae.SquareTiling's default
 	}
 	if tile <= 0 || (lh <= tile/s && lw <= tile/s) || stride/s <= 0 {
 		g.tiles = []vaeTileSpec{{h: lh, w: lw}}
@@ -406,25 +406,4 @@ func newVAEGrid(req Request, run residency.RunOptions, c VAEConfig) vaeGrid {
 		}
 	}
 	return g
-}
-
-// vaeTiles says how the decode is cut: the latent tile (h, w) and the
-// number of tiles; no tiling is one tile of the whole latent. Tiles start
-// every stride as diffusers' tiled_decode starts them (range(0, n,
-// stride) in latent units) and are clipped at the edges; the planner
-// counts every tile at full size.
-func vaeTiles(req Request, run residency.RunOptions, c VAEConfig) (h, w, tiles int) {
-	s := c.SpatialScale()
-	lh, lw := req.Height/s, req.Width/s
-	if run.VAETile <= 0 || (run.VAETile >= req.Height && run.VAETile >= req.Width) {
-		return lh, lw, 1
-	}
-	stride := run.VAEStride
-	if stride <= 0 {
-		stride = run.VAETile * 3 / 4 / 8 * 8
-	}
-	ls := max(stride/s, 1)
-	count := func(n int) int { return (n + ls - 1) / ls }
-	th, tw := min(run.VAETile/s, lh), min(run.VAETile/s, lw)
-	return max(th, 1), max(tw, 1), count(lh) * count(lw)
 }
