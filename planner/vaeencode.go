@@ -188,6 +188,10 @@ func (pl *pipelineSim) encodeImage() {
 		return
 	}
 	s, vae := pl.s, pl.s.byName[VAE]
+	if err := encodeCovers(pl.p.Coder, pl.run, pl.req.Height, pl.req.Width); err != nil {
+		s.fail(err)
+		return
+	}
 	before := vae.stats
 	d := &direct{s: s, on: vae.acts, r: &recorder{ids: pl.id}}
 	b, frames := pl.req.Batch, pl.p.encodeFrames(pl.req)
@@ -225,6 +229,39 @@ func encodeTiling(run residency.RunOptions, h, w int) (tile, stride int, ok bool
 		stride = tile * 3 / 4
 	}
 	return tile, stride, tile > 0 && (w > tile || h > tile)
+}
+
+// encodeCovers checks that a tiled encode of an h×w video covers its
+// latents: model/wanvae crops each tile to stride/scale latents, so a
+// stride that is no multiple of the VAE's spatial scale leaves the last
+// rows or columns uncovered, and the encode fails (after loading).
+func encodeCovers(c VAEConfig, run residency.RunOptions, h, w int) error {
+	tile, stride, ok := encodeTiling(run, h, w)
+	if !ok {
+		return nil
+	}
+	pt, scale := c.patch(), c.SpatialScale()
+	enc := scale / pt
+	if stride/pt <= 0 || tile/pt <= 0 {
+		return fmt.Errorf("plan: vae_tile %d and stride %d are below the VAE's patch (%d pixels)", tile, stride, pt)
+	}
+	cover := func(n int) int {
+		total := 0
+		for x0 := 0; x0 < n/pt; x0 += stride / pt {
+			total += min(stride/pt/enc, min(tile/pt, n/pt-x0)/enc)
+		}
+		return total
+	}
+	for _, side := range []struct {
+		what string
+		n    int
+	}{{"columns", w}, {"rows", h}} {
+		if got, want := cover(side.n), side.n/scale; got < want {
+			return fmt.Errorf("plan: vae_tile %d with stride %d covers %d of the %d latent %s of the image-to-video encode (%dx%d): each tile keeps stride/%d latents; use a stride that is a multiple of %d pixels (vae_stride, or a vae_tile of 4/3 of one)",
+				tile, stride, got, want, side.what, w, h, scale, scale)
+		}
+	}
+	return nil
 }
 
 // encodeRaw records model/wanvae's encodeRaw of the video's h×w pixels
