@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -41,18 +43,20 @@ func Search(p *Profile, hw hwprofile.Profile, req Request, b Budgets) (*residenc
 	}
 	// The search compares many plans with the VAE's chunks estimated
 	// past the second (approx), then predicts its choice exactly; where
-	// that does not fit, or nothing seemed to, it searches again exactly.
+	// that does not fit, the other plans that seemed to, in the order it
+	// prefers them (a few); where none does, or nothing seemed to, it
+	// searches again exactly.
 	sr := &searcher{p: p, hw: hw, req: req, b: b, approx: true}
 	best, bestPred, cands, err := sr.run()
 	if err != nil {
 		return nil, Prediction{}, err
 	}
 	if best != nil {
-		if bestPred, err = Predict(p, hw, best, req, b); err != nil {
+		if best, bestPred, err = sr.confirm(best); err != nil {
 			return nil, Prediction{}, err
 		}
 	}
-	if best == nil || !bestPred.Fits {
+	if best == nil {
 		sr.approx = false
 		if best, bestPred, cands, err = sr.run(); err != nil {
 			return nil, Prediction{}, err
@@ -74,11 +78,42 @@ type searcher struct {
 	b   Budgets
 	// approx estimates the VAE's chunks past the second (simulate).
 	approx bool
+	// fits is every plan run found to fit, with its prediction.
+	fits []choice
+}
+
+// maxConfirm is how many of the plans the estimate fits are predicted
+// exactly, in the order the search prefers them, before it searches
+// again exactly.
+const maxConfirm = 16
+
+// confirm predicts best exactly and returns it where it fits; else the
+// first, in pick's order, of the other plans the estimate found fitting
+// (sr.fits) that fits exactly; nil when none of maxConfirm does.
+func (sr *searcher) confirm(best *residency.Plan) (*residency.Plan, Prediction, error) {
+	pred, err := Predict(sr.p, sr.hw, best, sr.req, sr.b)
+	if err != nil || pred.Fits {
+		return best, pred, err
+	}
+	rest := slices.DeleteFunc(slices.Clone(sr.fits), func(c choice) bool { return samePlan(c.plan, best) })
+	for range maxConfirm {
+		if len(rest) == 0 {
+			break
+		}
+		c := pick(rest)
+		pred, err := Predict(sr.p, sr.hw, c.plan, sr.req, sr.b)
+		if err != nil || pred.Fits {
+			return c.plan, pred, err
+		}
+		rest = slices.DeleteFunc(rest, func(x choice) bool { return samePlan(x.plan, c.plan) })
+	}
+	return nil, Prediction{}, nil
 }
 
 // run finds the best plan that fits (nil: none) and its prediction, and
-// the candidates it weighed.
+// the candidates it weighed; sr.fits collects every plan found to fit.
 func (sr *searcher) run() (*residency.Plan, Prediction, []candidate, error) {
+	sr.fits = nil
 	cands, err := sr.candidates()
 	if err != nil {
 		return nil, Prediction{}, nil, err
@@ -96,9 +131,26 @@ func (sr *searcher) run() (*residency.Plan, Prediction, []candidate, error) {
 	return best, bestPred, cands, nil
 }
 
-// predict is Predict for the search's comparisons (approx when set).
+// predict is Predict for the search's comparisons (approx when set); it
+// notes the plans that fit (sr.fits).
 func (sr *searcher) predict(plan *residency.Plan) (Prediction, error) {
-	return predict(sr.p, sr.hw, plan, sr.req, sr.b, sr.approx)
+	pred, err := predict(sr.p, sr.hw, plan, sr.req, sr.b, sr.approx)
+	if err == nil && pred.Fits {
+		sr.fits = append(sr.fits, choice{clonePlan(plan), pred})
+	}
+	return pred, err
+}
+
+// samePlan reports whether a and b place and run alike (their names
+// aside).
+func samePlan(a, b *residency.Plan) bool {
+	key := func(p *residency.Plan) string {
+		c := *p
+		c.Name = ""
+		raw, _ := json.Marshal(c) // a plan always marshals
+		return string(raw)
+	}
+	return key(a) == key(b)
 }
 
 // solo is one component option simulated with the other components kept
