@@ -298,6 +298,27 @@ func (pl *pipelineSim) encodeRaw(d *direct, frames, h, w int) (int, float64, com
 	return moments, total, stats
 }
 
+// tileEncode is what one tile's encode took (encodeTile).
+type tileEncode struct {
+	t  float64
+	st compStats
+}
+
+// encodeTile is encodeRaw for one tile of h×w pixels. For the search's
+// comparisons (sim.approx) a tile the size of one already encoded is taken
+// to cost what that one did and to leave only its moments: an estimate,
+// which the search's exact prediction of its choice corrects.
+func (pl *pipelineSim) encodeTile(d *direct, frames, h, w int, seen map[[2]int]tileEncode) (int, float64, compStats) {
+	if done, ok := seen[[2]int{h, w}]; ok && pl.s.approx {
+		c := pl.p.Coder
+		scale := c.SpatialScale()
+		return d.alloc(f32(pl.req.Batch, 2*c.ZDim, 1+(frames-1)/c.TemporalScale(), h/scale, w/scale)), done.t, done.st
+	}
+	t, dt, st := pl.encodeRaw(d, frames, h, w)
+	seen[[2]int{h, w}] = tileEncode{dt, st}
+	return t, dt, st
+}
+
 // encodeTiled follows EncodeTiled and tileGrid.assemble over the patched
 // video: the moments allocated whole first; each tile cut from the video
 // (rows, then columns), encoded, blended with the edge kept from the tile
@@ -317,6 +338,7 @@ func (pl *pipelineSim) encodeTiled(d *direct, frames, tile, stride int) (int, fl
 	moments := d.alloc(lat(outH, outW))
 	var total float64
 	var stats compStats
+	seen := map[[2]int]tileEncode{}
 	var above, below []int
 	var aboveH []int // the kept bottom edges' heights, per column
 	left, leftW, at := 0, 0, 0
@@ -330,7 +352,7 @@ func (pl *pipelineSim) encodeTiled(d *direct, frames, tile, stride int) (int, fl
 			rows := d.alloc(f32(b, 3, frames, th*pt, pl.req.Width))
 			cut := d.alloc(f32(b, 3, frames, th*pt, tw*pt))
 			d.free(rows)
-			t, dt, st := pl.encodeRaw(d, frames, th*pt, tw*pt)
+			t, dt, st := pl.encodeTile(d, frames, th*pt, tw*pt, seen)
 			d.free(cut)
 			total += dt
 			stats = stats.plus(st, 1)
