@@ -72,10 +72,10 @@ func TestVAEPeakMatchesDecode(t *testing.T) {
 }
 
 // TestVAEFirstTouchOnce: the memory a decode maps is touched in its first
-// two chunks; the steady chunks after them find every size cached. So
-// four more latent frames add the same time whatever a fresh page costs
-// (the steady chunk's time once carried the second chunk's first
-// touches, multiplied by the chunk count).
+// chunks; the chunks after them, in their steady state, find every size
+// cached. So four more latent frames add the same time whatever a fresh
+// page costs (the steady chunk's time once carried the second chunk's
+// first touches, multiplied by the chunk count).
 func TestVAEFirstTouchOnce(t *testing.T) {
 	text, tr, vae := WanTinyConfigs()
 	p, err := NewWanProfileVAE("vae-touch", text, tr, vae)
