@@ -527,84 +527,128 @@ func (pl *pipelineSim) decodeTile(h, w int, unpatch bool) (float64, compStats) {
 	return pl.s.chunkLoop(pl.s.byName[VAE], frames, tile.next)
 }
 
-// decodeTiled follows tileGrid.assemble: each tile is cut from the
-// latents, decoded into a video of its own, blended with the edge kept
-// from the tile above and the one to its left, and cropped; a finished
-// row of crops is joined into a band and copied into the video.
+// decodeTiled follows DecodeTiled: each tile cut from the latents,
+// decoded into a video of its own, and assembled into the video
+// (direct.assemble, in pixels: a patched Wan 2.2 tile takes the bytes of
+// its pixels).
 func (pl *pipelineSim) decodeTiled(d *direct, g vaeGrid) (float64, compStats) {
 	b, fout := pl.req.Batch, pl.req.Frames
 	c := pl.p.Coder.ZDim
 	_, f, _, _ := pl.req.latent(pl.p)
 	scale := pl.p.Coder.SpatialScale()
-	vid := func(h, w int) int64 { return f32(b, 3, fout, h, w) }
-	var total float64
-	var stats compStats
-	var above, below, crops []int
-	left := 0
-	cols := 0
+	l := tileLayout{blend: g.blend, crop: g.crop, outH: pl.req.Height, outW: pl.req.Width, patch: pl.p.Coder.patch(),
+		size: func(h, w int) int64 { return f32(b, 3, fout, h, w) }}
+	var specs [][]vaeTileSpec // by row, then column
 	for _, t := range g.tiles {
-		cols = max(cols, t.col+1)
-	}
-	rowW, at := 0, 0 // at: the video rows written
-	for i, t := range g.tiles {
 		if t.col == 0 {
-			below = make([]int, cols)
-			rowW = 0
+			specs = append(specs, nil)
+			l.rows = append(l.rows, t.h*scale)
 		}
+		if t.row == 0 {
+			l.cols = append(l.cols, t.w*scale)
+		}
+		specs[t.row] = append(specs[t.row], t)
+	}
+	return d.assemble(l, func(ri, ci int) (int, float64, compStats) {
+		t := specs[ri][ci]
 		rows := d.alloc(f32(b, c, f, t.h, g.latW))
 		tile := d.alloc(f32(b, c, f, t.h, t.w))
 		d.free(rows)
-		ph, pw := t.h*scale, t.w*scale
-		out := d.alloc(vid(ph, pw))
+		out := d.alloc(l.size(t.h*scale, t.w*scale))
 		dt, st := pl.decodeTile(t.h, t.w, false)
-		total += dt
-		stats = stats.plus(st, 1)
 		d.free(tile)
-		if t.row > 0 {
-			out = d.blend(out, vid(min(g.blend, ph), pw), vid(ph, pw))
-		}
-		if t.col > 0 {
-			out = d.blend(out, vid(ph, min(g.blend, pw)), vid(ph, pw))
-		}
-		below[t.col] = d.alloc(vid(min(g.blend, ph), pw))
-		d.free(left)
-		left = d.alloc(vid(ph, min(g.blend, pw)))
-		ch, cw := min(g.crop, ph), min(g.crop, pw)
-		crops = append(crops, d.crop(out, vid, ph, pw, ch, cw))
-		rowW += cw
-		if i == len(g.tiles)-1 || g.tiles[i+1].row != t.row {
+		return out, dt, st
+	})
+}
+
+// tileLayout is a tiled encode's or decode's assembly (model/wanvae's
+// tileGrid), in units of the tiles' outputs: the tiles' heights by row and
+// widths by column, the blend and crop extents, the assembled size, and
+// the bytes of a part of h×w. patch > 1: each assembled row is unpatched
+// (a Wan 2.2 decode).
+type tileLayout struct {
+	rows, cols  []int
+	blend, crop int
+	outH, outW  int
+	patch       int
+	size        func(h, w int) int64
+}
+
+// assemble follows tileGrid.assemble: tile computes each tile (its input
+// cut, its encode or decode) and returns its output; each is blended with
+// the edge kept from the tile above and the one to its left, keeps its
+// own edges, and is cropped; a finished row of crops is placed (placeRow).
+// It returns the tiles' time and stats.
+func (d *direct) assemble(g tileLayout, tile func(ri, ci int) (int, float64, compStats)) (float64, compStats) {
+	var total float64
+	var stats compStats
+	var above, aboveH []int // the kept bottom edges and their heights, per column
+	left, leftW, at := 0, 0, 0
+	for ri, th := range g.rows {
+		below, belowH := make([]int, len(g.cols)), make([]int, len(g.cols))
+		var crops []int
+		rowW := 0
+		for ci, tw := range g.cols {
+			t, dt, st := tile(ri, ci)
+			total += dt
+			stats = stats.plus(st, 1)
+			if e := min(g.blend, th); ri > 0 && min(aboveH[ci], e) > 0 {
+				t = d.blend(t, g.size(min(aboveH[ci], e), tw), g.size(th, tw))
+			}
+			if e := min(g.blend, tw); ci > 0 && min(leftW, e) > 0 {
+				t = d.blend(t, g.size(th, min(leftW, e)), g.size(th, tw))
+			}
+			if g.blend > 0 {
+				belowH[ci] = min(g.blend, th)
+				below[ci] = d.alloc(g.size(belowH[ci], tw))
+			}
 			d.free(left)
-			left = 0
-			d.free(above...)
-			above, below = below, nil
-			band := d.alloc(vid(min(g.crop, ph), rowW))
-			d.free(crops...)
-			crops = nil
-			if rowW > pl.req.Width {
-				n := d.alloc(vid(min(g.crop, ph), pl.req.Width))
-				d.free(band)
-				band = n
+			left, leftW = 0, 0
+			if g.blend > 0 {
+				leftW = min(g.blend, tw)
+				left = d.alloc(g.size(th, leftW))
 			}
-			// Cut to the video's remaining height, and with patching
-			// (Wan 2.2) unpatched, before it is copied into the video.
-			if n := min(min(g.crop, ph), pl.req.Height-at); n > 0 {
-				if n != min(g.crop, ph) {
-					cut := d.alloc(vid(n, pl.req.Width))
-					d.free(band)
-					band = cut
-				}
-				if pl.p.Coder.patch() > 1 {
-					u := d.alloc(vid(n, pl.req.Width))
-					d.free(band)
-					band = u
-				}
-				at += n
-			}
-			d.free(band)
+			crops = append(crops, d.crop(t, g.size, th, tw, min(g.crop, th), min(g.crop, tw)))
+			rowW += min(g.crop, tw)
 		}
+		d.free(left)
+		left, leftW = 0, 0
+		d.free(above...)
+		above, aboveH = below, belowH
+		at += d.placeRow(g, crops, min(g.crop, th), rowW, at)
 	}
 	d.free(above...)
 	return total, stats
+}
+
+// placeRow follows tileGrid.placeRow: the row's crops (ch high, rowW wide
+// together) joined into a band and freed, the band cut to the output's
+// width and remaining height (unpatched where g.patch > 1), copied into
+// the output and freed. It returns the rows placed.
+func (d *direct) placeRow(g tileLayout, crops []int, ch, rowW, at int) int {
+	band := d.alloc(g.size(ch, rowW))
+	d.free(crops...)
+	w := min(rowW, g.outW)
+	if w != rowW {
+		n := d.alloc(g.size(ch, w))
+		d.free(band)
+		band = n
+	}
+	n := min(ch, g.outH-at)
+	if n > 0 {
+		if n != ch {
+			cut := d.alloc(g.size(n, w))
+			d.free(band)
+			band = cut
+		}
+		if g.patch > 1 {
+			u := d.alloc(g.size(n, w))
+			d.free(band)
+			band = u
+		}
+	}
+	d.free(band)
+	return max(n, 0)
 }
 
 // direct applies events as they are recorded (work outside any Run).

@@ -319,92 +319,37 @@ func (pl *pipelineSim) encodeTile(d *direct, frames, h, w int, seen map[[2]int]t
 	return t, dt, st
 }
 
-// encodeTiled follows EncodeTiled and tileGrid.assemble over the patched
-// video: the moments allocated whole first; each tile cut from the video
-// (rows, then columns), encoded, blended with the edge kept from the tile
-// above and the one to its left, its own edges kept, cropped; a finished
-// row of crops joined into a band, cut to the moments' width and height
-// and copied into them. It returns the moments' id and the tiles' time
-// and stats.
+// encodeTiled follows EncodeTiled over the patched video: the moments
+// allocated whole first, then the tiles, each cut from the video (rows,
+// then columns) and encoded, assembled into them (direct.assemble). It
+// returns the moments' id and the tiles' time and stats.
 func (pl *pipelineSim) encodeTiled(d *direct, frames, tile, stride int) (int, float64, compStats) {
 	b, c := pl.req.Batch, pl.p.Coder
 	pt, enc := c.patch(), c.SpatialScale()/c.patch()
 	z2, lf := 2*c.ZDim, 1+(frames-1)/c.TemporalScale()
-	lat := func(h, w int) int64 { return f32(b, z2, lf, h, w) }
 	inH, inW := pl.req.Height/pt, pl.req.Width/pt
 	tileP, strideP := tile/pt, stride/pt
-	blendP, cropP := tileP/enc-strideP/enc, strideP/enc
-	outH, outW := pl.req.Height/c.SpatialScale(), pl.req.Width/c.SpatialScale()
-	moments := d.alloc(lat(outH, outW))
-	var total float64
-	var stats compStats
-	seen := map[[2]int]tileEncode{}
-	var above, below []int
-	var aboveH []int // the kept bottom edges' heights, per column
-	left, leftW, at := 0, 0, 0
+	// The grid in patches of the video; the tiles' outputs in latents.
+	var ys, xs []int
+	g := tileLayout{blend: tileP/enc - strideP/enc, crop: strideP / enc,
+		outH: pl.req.Height / c.SpatialScale(), outW: pl.req.Width / c.SpatialScale(),
+		size: func(h, w int) int64 { return f32(b, z2, lf, h, w) }}
 	for y0 := 0; y0 < inH; y0 += strideP {
-		th := min(tileP, inH-y0)
-		var crops []int
-		var belowH []int
-		rowW, ch := 0, 0
-		for ci, x0 := 0, 0; x0 < inW; ci, x0 = ci+1, x0+strideP {
-			tw := min(tileP, inW-x0)
-			rows := d.alloc(f32(b, 3, frames, th*pt, pl.req.Width))
-			cut := d.alloc(f32(b, 3, frames, th*pt, tw*pt))
-			d.free(rows)
-			t, dt, st := pl.encodeTile(d, frames, th*pt, tw*pt, seen)
-			d.free(cut)
-			total += dt
-			stats = stats.plus(st, 1)
-			lh, lw := th/enc, tw/enc
-			if y0 > 0 {
-				if e := min(aboveH[ci], lh, blendP); e > 0 {
-					t = d.blend(t, lat(e, lw), lat(lh, lw))
-				}
-			}
-			if ci > 0 {
-				if e := min(leftW, lw, blendP); e > 0 {
-					t = d.blend(t, lat(lh, e), lat(lh, lw))
-				}
-			}
-			edge, edgeH := 0, 0
-			if blendP > 0 {
-				edgeH = min(blendP, lh)
-				edge = d.alloc(lat(edgeH, lw))
-			}
-			below, belowH = append(below, edge), append(belowH, edgeH)
-			d.free(left)
-			left, leftW = 0, 0
-			if blendP > 0 {
-				leftW = min(blendP, lw)
-				left = d.alloc(lat(lh, leftW))
-			}
-			ch = min(cropP, lh)
-			cw := min(cropP, lw)
-			crops = append(crops, d.crop(t, lat, lh, lw, ch, cw))
-			rowW += cw
-		}
-		d.free(left)
-		left, leftW = 0, 0
-		d.free(above...)
-		above, aboveH, below = below, belowH, nil
-		band := d.alloc(lat(ch, rowW))
-		d.free(crops...)
-		if rowW > outW {
-			n := d.alloc(lat(ch, outW))
-			d.free(band)
-			band = n
-		}
-		if n := min(ch, outH-at); n > 0 {
-			if n != ch {
-				cut := d.alloc(lat(n, outW))
-				d.free(band)
-				band = cut
-			}
-			at += n
-		}
-		d.free(band) // copied into the moments
+		ys, g.rows = append(ys, min(tileP, inH-y0)), append(g.rows, min(tileP, inH-y0)/enc)
 	}
-	d.free(above...)
+	for x0 := 0; x0 < inW; x0 += strideP {
+		xs, g.cols = append(xs, min(tileP, inW-x0)), append(g.cols, min(tileP, inW-x0)/enc)
+	}
+	moments := d.alloc(g.size(g.outH, g.outW))
+	seen := map[[2]int]tileEncode{}
+	total, stats := d.assemble(g, func(ri, ci int) (int, float64, compStats) {
+		th, tw := ys[ri]*pt, xs[ci]*pt
+		rows := d.alloc(f32(b, 3, frames, th, pl.req.Width))
+		cut := d.alloc(f32(b, 3, frames, th, tw))
+		d.free(rows)
+		t, dt, st := pl.encodeTile(d, frames, th, tw, seen)
+		d.free(cut)
+		return t, dt, st
+	})
 	return moments, total, stats
 }
