@@ -42,7 +42,7 @@ func BenchmarkWanPassVsPrediction(b *testing.B) {
 			var predicted float64
 			for range 2 { // the second pass is the steady one
 				t0 := s.now
-				s.runPass(s.byName[Transformer], wanPass(p, req, residency.RunOptions{}, 1, nil, &ids{}))
+				s.runPass(s.byName[Transformer], wanPass(p, req, residency.RunOptions{}, 1, loraPass{}, &ids{}))
 				predicted = s.now - t0
 			}
 			b.ReportMetric(predicted/measured, "pred/measured")

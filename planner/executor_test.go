@@ -262,7 +262,7 @@ func TestWanPeakMatchesForward(t *testing.T) {
 					for _, ev := range r.take() {
 						s.apply(ev, s.dev)
 					}
-					s.runPass(s.byName[Transformer], wanPass(p, req, run, req.Batch, nil, id))
+					s.runPass(s.byName[Transformer], wanPass(p, req, run, req.Batch, loraPass{}, id))
 					s.apply(event{id: lat}, s.dev)
 					s.apply(event{id: ctx}, s.dev)
 				}

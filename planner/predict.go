@@ -440,6 +440,11 @@ func (pl *pipelineSim) stage(tr *simComp, n int, handoff bool) stageSim {
 	first = min(first, n)
 	last := handoff && n > first // the handoff step is simulated apart
 	st := stageSim{comp: tr}
+	lr := pl.req.LoRA
+	if tr.name == Transformer2 {
+		lr = pl.req.LoRA2 // the low-noise expert's own adapters
+	}
+	lora := lr.split(pl.p.Wan.NumLayers)
 	step := func(hand bool) {
 		before, t0 := tr.stats, s.now
 		for pass := range passes {
@@ -455,11 +460,7 @@ func (pl *pipelineSim) stage(tr *simComp, n int, handoff bool) stageSim {
 			for _, ev := range r.take() {
 				s.apply(ev, tr.acts) // on the transformer's device
 			}
-			lr := pl.req.LoRA
-			if tr.name == Transformer2 {
-				lr = pl.req.LoRA2 // the low-noise expert's own adapters
-			}
-			s.runPass(tr, wanPass(pl.p, pl.req, pl.run, batch, lr, pl.id))
+			s.runPass(tr, wanPass(pl.p, pl.req, pl.run, batch, lora, pl.id))
 			if img != 0 {
 				s.apply(event{id: img}, tr.acts)
 			}

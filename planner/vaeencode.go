@@ -271,10 +271,7 @@ func encodeCovers(c VAEConfig, run residency.RunOptions, h, w int) error {
 func (pl *pipelineSim) encodeRaw(d *direct, frames, h, w int) (int, float64, compStats) {
 	s, vae := pl.s, pl.s.byName[VAE]
 	b, c := pl.req.Batch, pl.p.Coder
-	v := &vaeRec{r: &recorder{ids: pl.id}, b: b, panel: max(s.hw.ConvPanel, 1), blk: map[string]int{}}
-	for i, bl := range pl.p.Component(VAE).Blocks {
-		v.blk[bl.Name] = i
-	}
+	v := newVAERec(pl.p, b, s.hw.ConvPanel, pl.id)
 	var outs []*vt
 	total, stats := s.chunkLoop(vae, 1+(frames-1)/4, func(bool) pass {
 		v.calls, v.cur, v.pre = nil, nil, nil

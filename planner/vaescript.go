@@ -345,11 +345,17 @@ type vaeTile struct {
 // vaeChunks starts the decode script of a latent tile [z, frames, h, w]:
 // its cache slots live from the first chunk to the last, which frees them.
 func vaeChunks(p *Profile, b, frames, h, w, panel int, id *ids) *vaeTile {
+	return &vaeTile{v: newVAERec(p, b, panel, id), p: p, h: h, w: w, frames: frames}
+}
+
+// newVAERec starts recording the VAE's chunks of batch b on p's VAE
+// blocks (panel: the convolutions' output channels at once).
+func newVAERec(p *Profile, b, panel int, id *ids) *vaeRec {
 	v := &vaeRec{r: &recorder{ids: id}, b: b, panel: max(panel, 1), blk: map[string]int{}}
 	for i, bl := range p.Component(VAE).Blocks {
 		v.blk[bl.Name] = i
 	}
-	return &vaeTile{v: v, p: p, h: h, w: w, frames: frames}
+	return v
 }
 
 // next records the next chunk's pass; the last one frees the cache slots.

@@ -1,7 +1,7 @@
 package planner
 
 import (
-	"fmt"
+	"strconv"
 	"strings"
 
 	"ferry/model/wan"
@@ -13,7 +13,7 @@ import (
 // first block; the hidden state, time embedding, modulation and projected
 // text that live from the embed block to the end of the pass; and inside
 // each block the temporaries in the order the code makes and frees them.
-func wanPass(p *Profile, req Request, run residency.RunOptions, b int, lr LoRARanks, id *ids) pass {
+func wanPass(p *Profile, req Request, run residency.RunOptions, b int, lora loraPass, id *ids) pass {
 	c := p.Wan
 	d, hd := c.InnerDim(), c.AttentionHeadDim
 	l, lt := req.tokens(p), req.TextLen
@@ -33,21 +33,22 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, lr LoRARa
 	// The time embedding and its projection: one row per sample, or per
 	// distinct per-token timestep (expand_timesteps).
 	g, runs := timestepRuns(p, req, b)
+	ffn := ffnChunks(run, b, l, runs)
 	freq := r.alloc(f32(g, c.FreqDim))
 	h := r.alloc(f32(g, d))
-	lr.record(r, "condition_embedder.time_embedder.linear_1", g, d)
+	lora.top.record(r, "condition_embedder.time_embedder.linear_1", g, d)
 	r.free(freq)
 	temb := r.alloc(f32(g, d))
-	lr.record(r, "condition_embedder.time_embedder.linear_2", g, d)
+	lora.top.record(r, "condition_embedder.time_embedder.linear_2", g, d)
 	r.free(h)
 	a := r.alloc(f32(g, d))
 	mods := r.alloc(f32(g, 6*d))
-	lr.record(r, "condition_embedder.time_proj", g, 6*d)
+	lora.top.record(r, "condition_embedder.time_proj", g, 6*d)
 	r.free(a)
 	t := r.alloc(f32(b, lt, d))
-	lr.record(r, "condition_embedder.text_embedder.linear_1", b*lt, d)
+	lora.top.record(r, "condition_embedder.text_embedder.linear_1", b*lt, d)
 	text := r.alloc(f32(b, lt, d))
-	lr.record(r, "condition_embedder.text_embedder.linear_2", b*lt, d)
+	lora.top.record(r, "condition_embedder.text_embedder.linear_2", b*lt, d)
 	r.free(t)
 	embedWork := work{
 		gemm: 2 * float64(b) * (float64(l)*float64(c.InChannels*pv*d) + float64(lt)*float64(c.TextDim*d+d*d) + float64(c.FreqDim*d+d*d+6*d*d)),
@@ -63,7 +64,7 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, lr LoRARa
 	ps.calls = append(ps.calls, call{block: 0, ev: r.take(), work: embedWork})
 
 	for i := range c.NumLayers {
-		wanLayer(r, p, run, b, l, lt, li, g, runs, lr.block(i))
+		wanLayer(r, p, b, l, lt, li, g, ffn, lora.block(i))
 		ps.calls = append(ps.calls, call{block: 1 + i, ev: r.take(), work: wanLayerWork(p, b, l, lt, li)})
 	}
 
@@ -74,7 +75,7 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, lr LoRARa
 	r.free(m)
 	x := r.alloc(f32(b, l, d))
 	y := r.alloc(f32(b, l, c.OutChannels*pv))
-	lr.record(r, "proj_out", b*l, c.OutChannels*pv)
+	lora.top.record(r, "proj_out", b*l, c.OutChannels*pv)
 	r.free(x)
 	out := r.alloc(f32(b, l, c.OutChannels*pv))
 	r.free(y, shift, scale)
@@ -203,7 +204,7 @@ const imageTextLen = 512
 
 // wanLayer records one WanTransformerBlock's temporaries (li image tokens
 // for an image-conditioned transformer, else 0).
-func wanLayer(r *recorder, p *Profile, run residency.RunOptions, b, l, lt, li, g int, runs []int, lr LoRARanks) {
+func wanLayer(r *recorder, p *Profile, b, l, lt, li, g int, ffn []int, lr LoRARanks) {
 	c := p.Wan
 	d := c.InnerDim()
 	bld := f32(b, l, d)
@@ -278,7 +279,7 @@ func wanLayer(r *recorder, p *Profile, run residency.RunOptions, b, l, lt, li, g
 
 	// Feed-forward, chunk by chunk (a smaller last chunk may take a size
 	// class of its own).
-	for _, rows := range ffnChunks(run, b, l, runs) {
+	for _, rows := range ffn {
 		fx := r.alloc(f32(rows, d))
 		fa := r.alloc(f32(rows, c.FFNDim))
 		lr.record(r, "ffn.net.0.proj", rows, c.FFNDim)
@@ -309,19 +310,41 @@ func wanLayerWork(p *Profile, b, l, lt, li int) work {
 // model/wan applies them (Request.LoRA).
 type LoRARanks map[string][]int
 
-// block is the adapters of block i, named within it ("attn1.to_q").
-func (lr LoRARanks) block(i int) LoRARanks {
+// loraPass is a pass's adapters: those outside the blocks by full name,
+// and each block's named within it ("attn1.to_q").
+type loraPass struct {
+	top    LoRARanks
+	blocks []LoRARanks
+}
+
+// split sorts the adapters into a pass's of layers blocks, once per
+// transformer rather than per pass.
+func (lr LoRARanks) split(layers int) loraPass {
 	if len(lr) == 0 {
-		return nil
+		return loraPass{}
 	}
-	prefix := fmt.Sprintf("blocks.%d.", i)
-	out := LoRARanks{}
+	lp := loraPass{top: LoRARanks{}, blocks: make([]LoRARanks, layers)}
 	for m, ranks := range lr {
-		if rest, ok := strings.CutPrefix(m, prefix); ok {
-			out[rest] = ranks
+		idx, rest, ok := strings.Cut(strings.TrimPrefix(m, "blocks."), ".")
+		i, err := strconv.Atoi(idx)
+		if !strings.HasPrefix(m, "blocks.") || !ok || err != nil || i < 0 || i >= layers {
+			lp.top[m] = ranks
+			continue
 		}
+		if lp.blocks[i] == nil {
+			lp.blocks[i] = LoRARanks{}
+		}
+		lp.blocks[i][rest] = ranks
 	}
-	return out
+	return lp
+}
+
+// block is block i's adapters (nil: none).
+func (lp loraPass) block(i int) LoRARanks {
+	if i < len(lp.blocks) {
+		return lp.blocks[i]
+	}
+	return nil
 }
 
 // record replays model/wan's project past its Linear (rows × out, just
