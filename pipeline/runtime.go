@@ -93,13 +93,11 @@ func ComputeDTypeFor(bf16Slower bool) dtype.DType {
 // only then (it may read the hardware profile). The CLI's --dtype and the
 // server's requests take the same names.
 func ParseComputeDType(name string, bf16Slower func() bool) (dtype.DType, error) {
-	switch strings.ToLower(name) {
-	case "", "auto":
+	if n := strings.ToLower(name); n == "" || n == "auto" {
 		return ComputeDTypeFor(bf16Slower()), nil
-	case "bf16", "bfloat16":
-		return dtype.BF16, nil
-	case "fp32", "f32", "float32":
-		return dtype.F32, nil
+	}
+	if dt, err := dtype.Parse(name); err == nil && (dt == dtype.BF16 || dt == dtype.F32) {
+		return dt, nil
 	}
 	return 0, fmt.Errorf("%q: want bf16, fp32 or auto", name)
 }
