@@ -95,17 +95,30 @@ func (sr *searcher) confirm(best *residency.Plan) (*residency.Plan, Prediction, 
 	if err != nil || pred.Fits {
 		return best, pred, err
 	}
-	rest := slices.DeleteFunc(slices.Clone(sr.fits), func(c choice) bool { return samePlan(c.plan, best) })
+	// The others, each with its key (a plan may have been predicted more
+	// than once), best's left out.
+	var rest []choice
+	var keys []string
+	for _, c := range sr.fits {
+		if k := planKey(c.plan); k != planKey(best) {
+			rest, keys = append(rest, c), append(keys, k)
+		}
+	}
 	for range maxConfirm {
 		if len(rest) == 0 {
 			break
 		}
-		c := pick(rest)
-		pred, err := Predict(sr.p, sr.hw, c.plan, sr.req, sr.b)
+		i := pickIndex(rest)
+		pred, err := Predict(sr.p, sr.hw, rest[i].plan, sr.req, sr.b)
 		if err != nil || pred.Fits {
-			return c.plan, pred, err
+			return rest[i].plan, pred, err
 		}
-		rest = slices.DeleteFunc(rest, func(x choice) bool { return samePlan(x.plan, c.plan) })
+		failed := keys[i]
+		for j := len(rest) - 1; j >= 0; j-- {
+			if keys[j] == failed {
+				rest, keys = slices.Delete(rest, j, j+1), slices.Delete(keys, j, j+1)
+			}
+		}
 	}
 	return nil, Prediction{}, nil
 }
@@ -141,16 +154,13 @@ func (sr *searcher) predict(plan *residency.Plan) (Prediction, error) {
 	return pred, err
 }
 
-// samePlan reports whether a and b place and run alike (their names
+// planKey is equal for plans that place and run alike (their names
 // aside).
-func samePlan(a, b *residency.Plan) bool {
-	key := func(p *residency.Plan) string {
-		c := *p
-		c.Name = ""
-		raw, _ := json.Marshal(c) // a plan always marshals
-		return string(raw)
-	}
-	return key(a) == key(b)
+func planKey(p *residency.Plan) string {
+	c := *p
+	c.Name = ""
+	raw, _ := json.Marshal(c) // a plan always marshals
+	return string(raw)
 }
 
 // solo is one component option simulated with the other components kept
@@ -652,7 +662,10 @@ type choice struct {
 // fastest (measured against the fastest, so that a chain of plans each
 // within 1% of the next cannot drift the choice further); fastest by
 // cost: warm when the runtime is kept for more requests.
-func pick(cs []choice) choice {
+func pick(cs []choice) choice { return cs[pickIndex(cs)] }
+
+// pickIndex is the index of pick's choice.
+func pickIndex(cs []choice) int {
 	fastest := cs[0].pred.cost()
 	for _, c := range cs {
 		fastest = min(fastest, c.pred.cost())
@@ -666,7 +679,7 @@ func pick(cs []choice) choice {
 			best = i
 		}
 	}
-	return cs[best]
+	return best
 }
 
 // narrowed counts the run options that cut work into smaller pieces (FFN

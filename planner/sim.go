@@ -817,10 +817,7 @@ func (s *sim) chunkLoop(cs *simComp, n int, next func(last bool) pass) (float64,
 		st := cs.stats.minus(before)
 		total += s.now - t
 		stats = stats.plus(st, 1)
-		again := st
-		again.compute -= st.actTouch
-		again.actTouch = 0
-		ran = append(ran, chunk{sig: s.signature(cs), t: s.now - t - st.actTouch, st: again})
+		ran = append(ran, chunk{sig: s.signature(cs), t: s.now - t - st.actTouch, st: st.withoutTouch()})
 		last := len(ran) - 1
 		for period := 1; period <= maxPeriod && last-period >= 0 && j < n-1; period++ {
 			if ran[last-period].sig != ran[last].sig {
@@ -839,6 +836,14 @@ func (s *sim) chunkLoop(cs *simComp, n int, next func(last bool) pass) (float64,
 	return total, stats
 }
 
+// withoutTouch is what a repeat of a chunk with stats a costs: its first
+// touches found the memory in the allocator's cache.
+func (a compStats) withoutTouch() compStats {
+	a.compute -= a.actTouch
+	a.actTouch = 0
+	return a
+}
+
 // chunkEstimate is chunkLoop for the search's comparisons (sim.approx):
 // the first chunk and a second, which ends the chunks (it frees what they
 // carried), and the second, without its first touches, standing for the
@@ -855,11 +860,8 @@ func (s *sim) chunkEstimate(cs *simComp, n int, next func(last bool) pass) (floa
 		total += s.now - t
 		stats = stats.plus(st, 1)
 		if j == 1 && n > 2 {
-			rest := st
-			rest.compute -= st.actTouch
-			rest.actTouch = 0
 			total += float64(n-2) * (s.now - t - st.actTouch)
-			stats = stats.plus(rest, n-2)
+			stats = stats.plus(st.withoutTouch(), n-2)
 		}
 	}
 	return total, stats
