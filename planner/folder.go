@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 
 	"ferry/checkpoint"
 	"ferry/dtype"
@@ -165,15 +164,8 @@ func storageOf(config []byte, w *checkpoint.Set) (dtype.DType, bool) {
 	if err := jsonUnmarshal(config, &c); err != nil {
 		return 0, false
 	}
-	switch strings.ToLower(c.TorchDType) {
-	case "float32":
-		return dtype.F32, true
-	case "bfloat16":
-		return dtype.BF16, true
-	case "float16":
-		return dtype.F16, true
-	}
-	return 0, false
+	dt, err := dtype.Parse(c.TorchDType)
+	return dt, err == nil && dt.IsFloat()
 }
 
 // heaviestFloat is the float dtype holding the most bytes of w (nil: none).
