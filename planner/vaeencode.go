@@ -188,13 +188,14 @@ func (pl *pipelineSim) encodeImage() {
 		return
 	}
 	s, vae := pl.s, pl.s.byName[VAE]
-	if err := encodeCovers(pl.p.Coder, pl.run, pl.req.Height, pl.req.Width); err != nil {
+	b, frames := pl.req.Batch, pl.p.encodeFrames(pl.req)
+	tiles, tiled, err := pl.encodeLayout(frames)
+	if err != nil {
 		s.fail(err)
 		return
 	}
 	before := vae.stats
 	d := &direct{s: s, on: vae.acts, r: &recorder{ids: pl.id}}
-	b, frames := pl.req.Batch, pl.p.encodeFrames(pl.req)
 	c := pl.p.Coder
 	video := d.alloc(f32(b, 3, frames, pl.req.Height, pl.req.Width))
 	_, _, lh, lw := pl.req.latent(pl.p)
@@ -202,8 +203,8 @@ func (pl *pipelineSim) encodeImage() {
 	var moments int
 	var total float64
 	var stats compStats
-	if tile, stride, ok := encodeTiling(pl.run, pl.req.Height, pl.req.Width); ok {
-		moments, total, stats = pl.encodeTiled(d, frames, tile, stride)
+	if tiled {
+		moments, total, stats = pl.encodeTiled(d, frames, tiles)
 	} else {
 		moments, total, stats = pl.encodeRaw(d, frames, pl.req.Height, pl.req.Width)
 	}
@@ -231,37 +232,63 @@ func encodeTiling(run residency.RunOptions, h, w int) (tile, stride int, ok bool
 	return tile, stride, tile > 0 && (w > tile || h > tile)
 }
 
-// encodeCovers checks that a tiled encode of an h×w video covers its
-// latents: model/wanvae crops each tile to stride/scale latents, so a
-// stride that is no multiple of the VAE's spatial scale leaves the last
-// rows or columns uncovered, and the encode fails (after loading).
-func encodeCovers(c VAEConfig, run residency.RunOptions, h, w int) error {
-	tile, stride, ok := encodeTiling(run, h, w)
+// encodeGrid is a tiled encode's layout and its tiles' input sizes, in
+// patches of the video, by row and by column.
+type encodeGrid struct {
+	tileLayout
+	inRows, inCols []int
+}
+
+// encodeLayout is the grid of the request's encode where a VAE tile cuts
+// it (tiled false: none), as EncodeTiled lays it over the patched video,
+// the tiles' outputs in latents. It is an error where the tiles do not
+// cover the latents: model/wanvae crops each tile to stride/scale
+// latents, so a stride that is no multiple of the VAE's spatial scale
+// leaves the last rows or columns uncovered, and the encode fails (after
+// loading).
+func (pl *pipelineSim) encodeLayout(frames int) (g encodeGrid, tiled bool, err error) {
+	h, w := pl.req.Height, pl.req.Width
+	tile, stride, ok := encodeTiling(pl.run, h, w)
 	if !ok {
-		return nil
+		return g, false, nil
 	}
+	c := pl.p.Coder
 	pt, scale := c.patch(), c.SpatialScale()
 	enc := scale / pt
-	if stride/pt <= 0 || tile/pt <= 0 {
-		return fmt.Errorf("plan: vae_tile %d and stride %d are below the VAE's patch (%d pixels)", tile, stride, pt)
+	tileP, strideP := tile/pt, stride/pt
+	if strideP <= 0 || tileP <= 0 {
+		return g, false, fmt.Errorf("plan: vae_tile %d and stride %d are below the VAE's patch (%d pixels)", tile, stride, pt)
 	}
-	cover := func(n int) int {
-		total := 0
-		for x0 := 0; x0 < n/pt; x0 += stride / pt {
-			total += min(stride/pt/enc, min(tile/pt, n/pt-x0)/enc)
-		}
-		return total
+	b, z2, lf := pl.req.Batch, 2*c.ZDim, 1+(frames-1)/c.TemporalScale()
+	g.tileLayout = tileLayout{blend: tileP/enc - strideP/enc, crop: strideP / enc, outH: h / scale, outW: w / scale,
+		size: func(h, w int) int64 { return f32(b, z2, lf, h, w) }}
+	for y0 := 0; y0 < h/pt; y0 += strideP {
+		g.inRows = append(g.inRows, min(tileP, h/pt-y0))
+		g.rows = append(g.rows, g.inRows[len(g.inRows)-1]/enc)
+	}
+	for x0 := 0; x0 < w/pt; x0 += strideP {
+		g.inCols = append(g.inCols, min(tileP, w/pt-x0))
+		g.cols = append(g.cols, g.inCols[len(g.inCols)-1]/enc)
 	}
 	for _, side := range []struct {
-		what string
-		n    int
-	}{{"columns", w}, {"rows", h}} {
-		if got, want := cover(side.n), side.n/scale; got < want {
-			return fmt.Errorf("plan: vae_tile %d with stride %d covers %d of the %d latent %s of the image-to-video encode (%dx%d): each tile keeps stride/%d latents; use a stride that is a multiple of %d pixels (vae_stride, or a vae_tile of 4/3 of one)",
-				tile, stride, got, want, side.what, w, h, scale, scale)
+		what      string
+		out, want int
+	}{{"columns", sumCrops(g.cols, g.crop), g.outW}, {"rows", sumCrops(g.rows, g.crop), g.outH}} {
+		if side.out < side.want {
+			return g, false, fmt.Errorf("plan: vae_tile %d with stride %d covers %d of the %d latent %s of the image-to-video encode (%dx%d): each tile keeps stride/%d latents; use a stride that is a multiple of %d pixels (vae_stride, or a vae_tile of 4/3 of one)",
+				tile, stride, side.out, side.want, side.what, w, h, scale, scale)
 		}
 	}
-	return nil
+	return g, true, nil
+}
+
+// sumCrops is what tiles of sizes ns cropped to crop cover together.
+func sumCrops(ns []int, crop int) int {
+	n := 0
+	for _, x := range ns {
+		n += min(crop, x)
+	}
+	return n
 }
 
 // encodeRaw records model/wanvae's encodeRaw of the video's h×w pixels
@@ -320,27 +347,12 @@ func (pl *pipelineSim) encodeTile(d *direct, frames, h, w int, seen map[[2]int]t
 // allocated whole first, then the tiles, each cut from the video (rows,
 // then columns) and encoded, assembled into them (direct.assemble). It
 // returns the moments' id and the tiles' time and stats.
-func (pl *pipelineSim) encodeTiled(d *direct, frames, tile, stride int) (int, float64, compStats) {
-	b, c := pl.req.Batch, pl.p.Coder
-	pt, enc := c.patch(), c.SpatialScale()/c.patch()
-	z2, lf := 2*c.ZDim, 1+(frames-1)/c.TemporalScale()
-	inH, inW := pl.req.Height/pt, pl.req.Width/pt
-	tileP, strideP := tile/pt, stride/pt
-	// The grid in patches of the video; the tiles' outputs in latents.
-	var ys, xs []int
-	g := tileLayout{blend: tileP/enc - strideP/enc, crop: strideP / enc,
-		outH: pl.req.Height / c.SpatialScale(), outW: pl.req.Width / c.SpatialScale(),
-		size: func(h, w int) int64 { return f32(b, z2, lf, h, w) }}
-	for y0 := 0; y0 < inH; y0 += strideP {
-		ys, g.rows = append(ys, min(tileP, inH-y0)), append(g.rows, min(tileP, inH-y0)/enc)
-	}
-	for x0 := 0; x0 < inW; x0 += strideP {
-		xs, g.cols = append(xs, min(tileP, inW-x0)), append(g.cols, min(tileP, inW-x0)/enc)
-	}
+func (pl *pipelineSim) encodeTiled(d *direct, frames int, g encodeGrid) (int, float64, compStats) {
+	b, pt := pl.req.Batch, pl.p.Coder.patch()
 	moments := d.alloc(g.size(g.outH, g.outW))
 	seen := map[[2]int]tileEncode{}
-	total, stats := d.assemble(g, func(ri, ci int) (int, float64, compStats) {
-		th, tw := ys[ri]*pt, xs[ci]*pt
+	total, stats := d.assemble(g.tileLayout, func(ri, ci int) (int, float64, compStats) {
+		th, tw := g.inRows[ri]*pt, g.inCols[ci]*pt
 		rows := d.alloc(f32(b, 3, frames, th, pl.req.Width))
 		cut := d.alloc(f32(b, 3, frames, th, tw))
 		d.free(rows)
