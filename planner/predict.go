@@ -523,7 +523,7 @@ func (pl *pipelineSim) decode() {
 // row by row after the tiles are blended.
 func (pl *pipelineSim) decodeTile(h, w int, unpatch bool) (float64, compStats) {
 	_, frames, _, _ := pl.req.latent(pl.p)
-	tile := vaeChunks(pl.p, pl.req.Batch, frames, h, w, pl.s.hw.ConvPanel, pl.id)
+	tile := vaeChunks(pl.p, pl.req.Batch, h, w, pl.s.hw.ConvPanel, pl.id)
 	tile.v.unpatch = unpatch
 	return pl.s.chunkLoop(pl.s.byName[VAE], frames, tile.next)
 }

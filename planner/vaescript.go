@@ -305,9 +305,9 @@ func (v *vaeRec) decodeFrame(c VAEConfig, h, w int) *vt {
 		}
 		if i < levels-1 {
 			v.step(fmt.Sprintf("decoder.up.%d.upsample", i))
-			x = v.upsample(x, c.TemperalDownsample[len(c.TemperalDownsample)-1-i], c.IsResidual)
+			temporal := c.TemperalDownsample[len(c.TemperalDownsample)-1-i]
+			x = v.upsample(x, temporal, c.IsResidual)
 			if short != nil {
-				temporal := c.TemperalDownsample[len(c.TemperalDownsample)-1-i]
 				h := v.dupUp(short, out, temporal)
 				v.free(short)
 				v.elementwise(h, 3)
@@ -335,17 +335,16 @@ func (v *vaeRec) decodeFrame(c VAEConfig, h, w int) *vt {
 // made chunk by chunk (next) so that the simulation can stop recording
 // once the chunks reach their steady state.
 type vaeTile struct {
-	v      *vaeRec
-	p      *Profile
-	h, w   int
-	frames int // the chunk count
-	done   int // chunks recorded
+	v    *vaeRec
+	p    *Profile
+	h, w int
+	done int // chunks recorded
 }
 
 // vaeChunks starts the decode script of a latent tile [z, frames, h, w]:
 // its cache slots live from the first chunk to the last, which frees them.
-func vaeChunks(p *Profile, b, frames, h, w, panel int, id *ids) *vaeTile {
-	return &vaeTile{v: newVAERec(p, b, panel, id), p: p, h: h, w: w, frames: frames}
+func vaeChunks(p *Profile, b, h, w, panel int, id *ids) *vaeTile {
+	return &vaeTile{v: newVAERec(p, b, panel, id), p: p, h: h, w: w}
 }
 
 // newVAERec starts recording the VAE's chunks of batch b on p's VAE
