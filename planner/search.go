@@ -99,8 +99,9 @@ func (sr *searcher) confirm(best *residency.Plan) (*residency.Plan, Prediction, 
 	// than once), best's left out.
 	var rest []choice
 	var keys []string
+	bestKey := planKey(best)
 	for _, c := range sr.fits {
-		if k := planKey(c.plan); k != planKey(best) {
+		if k := planKey(c.plan); k != bestKey {
 			rest, keys = append(rest, c), append(keys, k)
 		}
 	}
@@ -149,7 +150,7 @@ func (sr *searcher) run() (*residency.Plan, Prediction, []candidate, error) {
 func (sr *searcher) predict(plan *residency.Plan) (Prediction, error) {
 	pred, err := predict(sr.p, sr.hw, plan, sr.req, sr.b, sr.approx)
 	if err == nil && pred.Fits {
-		sr.fits = append(sr.fits, choice{clonePlan(plan), pred})
+		sr.fits = append(sr.fits, choice{plan, pred}) // plans are not changed once predicted
 	}
 	return pred, err
 }
