@@ -111,10 +111,14 @@ func (c *UniPCConfig) validate() error {
 		return bad("use_flow_sigmas=false is not supported (flow_prediction needs flow sigmas)")
 	case !c.PredictX0:
 		return bad("predict_x0=false is not supported with flow_prediction")
-	case c.Thresholding:
-		return bad("thresholding=true is not supported")
+	case c.Thresholding && !(c.DynamicThresholdingRatio >= 0 && c.DynamicThresholdingRatio <= 1):
+		return bad("dynamic_thresholding_ratio must be in [0, 1] (a quantile), got %v", c.DynamicThresholdingRatio)
+	case c.Thresholding && !(c.SampleMaxValue > 0):
+		return bad("sample_max_value must be a positive number (x0 is divided by it), got %v", c.SampleMaxValue)
 	case c.UseKarrasSigmas, c.UseExponentialSigmas, c.UseBetaSigmas:
-		return bad("use_karras_sigmas, use_exponential_sigmas and use_beta_sigmas are not supported")
+		// diffusers derives them from the betas (sigmas up to 14.6) and
+		// its flow-sigma step then takes the log of 1 - sigma < 0.
+		return bad("use_karras_sigmas, use_exponential_sigmas and use_beta_sigmas are not supported with flow sigmas (diffusers' flow step gives NaN with them); use FlowMatchEulerDiscreteScheduler for them")
 	case !isNull(c.SolverP):
 		return bad("solver_p is not supported (must be null)")
 	case c.FinalSigmasType != "zero" && c.FinalSigmasType != "sigma_min":
@@ -191,10 +195,8 @@ func (c *FlowMatchEulerConfig) validate() error {
 	switch {
 	case c.NumTrainTimesteps < 1:
 		return bad("num_train_timesteps must be positive, got %d", c.NumTrainTimesteps)
-	case c.UseKarrasSigmas, c.UseExponentialSigmas, c.UseBetaSigmas:
-		return bad("use_karras_sigmas, use_exponential_sigmas and use_beta_sigmas are not supported")
-	case c.StochasticSampling:
-		return bad("stochastic_sampling=true is not supported")
+	case countTrue(c.UseKarrasSigmas, c.UseExponentialSigmas, c.UseBetaSigmas) > 1:
+		return bad("set at most one of use_karras_sigmas, use_exponential_sigmas and use_beta_sigmas")
 	}
 	if err := checkShift(c.UseDynamicShifting, c.Shift, "shift", c.TimeShiftType, c.ShiftTerminal); err != nil {
 		return bad("%v", err)
@@ -239,6 +241,16 @@ func checkBetas(schedule string, trained []float64) error {
 		return nil
 	}
 	return fmt.Errorf("beta_schedule %q is not supported", schedule)
+}
+
+func countTrue(flags ...bool) int {
+	n := 0
+	for _, f := range flags {
+		if f {
+			n++
+		}
+	}
+	return n
 }
 
 func isNull(raw json.RawMessage) bool {

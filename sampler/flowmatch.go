@@ -23,6 +23,11 @@ type FlowMatchEuler struct {
 	stepIndex  int
 	beginIndex int
 	stepped    bool
+
+	// noise fills a buffer with standard-normal values for a
+	// stochastic_sampling step (SetNoise), into buf.
+	noise func(dst []float32)
+	buf   []float32
 }
 
 var _ Scheduler = (*FlowMatchEuler)(nil)
@@ -68,6 +73,9 @@ func (f *FlowMatchEuler) SetTimestepsWith(n int, opts ScheduleOptions) error {
 	}
 	if t := f.cfg.ShiftTerminal; t != nil && *t != 0 {
 		stretchToTerminal(sigmas, *t, p)
+	}
+	if sigmas, err = f.cfg.reshapeSigmas(sigmas); err != nil {
+		return err
 	}
 	nt := float64(f.cfg.NumTrainTimesteps)
 	s32 := toFloat32(sigmas)
@@ -141,7 +149,20 @@ func (f *FlowMatchEuler) Reset() {
 	f.stepped = false
 }
 
-// Step overwrites sample with sample + (sigma_next - sigma) * modelOutput.
+// Stochastic reports whether the config asks for stochastic sampling, whose
+// steps need noise (SetNoise).
+func (f *FlowMatchEuler) Stochastic() bool { return f.cfg.StochasticSampling }
+
+// SetNoise gives a stochastic scheduler its noise: every Step calls fill
+// with a buffer the size of the sample to be filled with standard-normal
+// values. diffusers draws them from the generator passed to step (the
+// global torch generator in its pipelines), which this package cannot
+// reproduce; tests and callers choose their own.
+func (f *FlowMatchEuler) SetNoise(fill func(dst []float32)) { f.noise = fill }
+
+// Step overwrites sample with sample + (sigma_next - sigma) * modelOutput,
+// or with stochastic sampling with (1 - sigma_next) * x0 + sigma_next *
+// noise, where x0 = sample - sigma * modelOutput.
 func (f *FlowMatchEuler) Step(modelOutput, sample []float32) error {
 	switch {
 	case len(f.timesteps) == 0:
@@ -150,12 +171,36 @@ func (f *FlowMatchEuler) Step(modelOutput, sample []float32) error {
 		return ErrDone
 	case len(modelOutput) != len(sample):
 		return fmt.Errorf("sampler: model output has %d values, sample %d", len(modelOutput), len(sample))
+	case f.cfg.StochasticSampling && f.noise == nil:
+		return fmt.Errorf("sampler: stochastic_sampling needs noise: call SetNoise before Step")
 	}
 	f.stepped = true
-	dt := f.sigmas[f.stepIndex+1] - f.sigmas[f.stepIndex]
-	for j, v := range modelOutput {
-		sample[j] += float32(dt * v)
+	sigma, next := f.sigmas[f.stepIndex], f.sigmas[f.stepIndex+1]
+	if f.cfg.StochasticSampling {
+		f.stochasticStep(modelOutput, sample, sigma, next)
+	} else {
+		dt := next - sigma
+		for j, v := range modelOutput {
+			sample[j] += float32(dt * v)
+		}
 	}
 	f.stepIndex++
 	return nil
+}
+
+// stochasticStep re-noises the predicted x0 to the next sigma with fresh
+// noise, in diffusers' float32 operation order.
+func (f *FlowMatchEuler) stochasticStep(modelOutput, sample []float32, sigma, next float32) {
+	if len(f.buf) != len(sample) {
+		f.buf = make([]float32, len(sample))
+	}
+	noise := f.buf
+	for j, v := range modelOutput {
+		sample[j] -= float32(sigma * v) // sample becomes x0
+	}
+	f.noise(noise)
+	keep := 1 - next
+	for j, x0 := range sample {
+		sample[j] = float32(keep*x0) + float32(next*noise[j])
+	}
 }

@@ -61,6 +61,14 @@ type Scheduler interface {
 	Reset()
 }
 
+// Noisy is a scheduler whose steps may draw noise (FlowMatchEuler with
+// stochastic_sampling): when Stochastic, SetNoise must be called before
+// the first Step.
+type Noisy interface {
+	Stochastic() bool
+	SetNoise(fill func(dst []float32))
+}
+
 // ScheduleOptions are set_timesteps' optional arguments.
 type ScheduleOptions struct {
 	// Sigmas replaces the default unshifted sigma schedule (FluxPipeline passes

@@ -37,6 +37,8 @@ type UniPC struct {
 	hist  [][]float32
 	spare []float32
 	last  []float32
+	// sorted is dynamic thresholding's scratch (thresholding only).
+	sorted []float32
 
 	// Per-step scratch, sized by solver_order at construction so Step does
 	// not allocate.
@@ -220,6 +222,9 @@ func (u *UniPC) Step(modelOutput, sample []float32) error {
 	for j, s := range sample {
 		x0[j] = s - float32(sigma*modelOutput[j])
 	}
+	if u.cfg.Thresholding {
+		u.threshold(x0)
+	}
 	if useCorrector {
 		u.correct(x0, sample)
 	}
@@ -270,6 +275,9 @@ func (u *UniPC) allocate(n int) {
 	}
 	u.spare = make([]float32, n)
 	u.last = make([]float32, n)
+	if u.cfg.Thresholding {
+		u.sorted = make([]float32, n)
+	}
 }
 
 // pushHistory makes spare the newest x0 and recycles the oldest buffer.

@@ -400,6 +400,23 @@ func (p *Pipeline) initialLatents(r Request) ([]float32, error) {
 	return out, nil
 }
 
+// seedNoise gives a stochastic scheduler (FlowMatchEuler's
+// stochastic_sampling) its per-step noise, drawn from the request's seed on
+// a stream of its own. diffusers' WanPipeline draws it from torch's global
+// generator, so the two agree in distribution, not in values.
+func seedNoise(s sampler.Scheduler, seed uint64) {
+	n, ok := s.(sampler.Noisy)
+	if !ok || !n.Stochastic() {
+		return
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	n.SetNoise(func(dst []float32) {
+		for i := range dst {
+			dst[i] = float32(rng.NormFloat64())
+		}
+	})
+}
+
 // denoise runs the sampling loop on host latents.
 func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, out *Output) ([]float32, error) {
 	end := rt.Phase(pipeline.PhaseDenoise)
@@ -415,6 +432,7 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, 
 	if err := sched.SetTimesteps(r.Steps); err != nil {
 		return nil, err
 	}
+	seedNoise(sched, r.Seed)
 	shape := p.latentShape(r)
 	ts := sched.Timesteps()
 	d, err := p.newDenoiser(rt, r, pos, neg, ts)
