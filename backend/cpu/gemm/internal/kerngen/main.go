@@ -239,8 +239,13 @@ func writeAVX2(s *bytes.Buffer, name string, mr, nv int) {
 	nr := 8 * nv
 	acc := func(i, v int) string { return fmt.Sprintf("Y%d", i*nv+v) }
 	breg := func(v int) string { return fmt.Sprintf("Y%d", mr*nv+v) }
-	bc := fmt.Sprintf("Y%d", mr*nv+nv)
 	prologue(s, name)
+	// Touch the C tile early so its lines arrive while the k loop runs: a
+	// row's nr floats span one or two 64-byte lines.
+	s.WriteString("\tMOVQ DX, DI\n")
+	for i := 0; i < mr; i++ {
+		fmt.Fprintf(s, "\tPREFETCHT0 0(DI)\n\tPREFETCHT0 %d(DI)\n\tADDQ SI, DI\n", nr*4-4)
+	}
 	for i := 0; i < mr*nv; i++ {
 		fmt.Fprintf(s, "\tVXORPS Y%d, Y%d, Y%d\n", i, i, i)
 	}
@@ -249,6 +254,8 @@ func writeAVX2(s *bytes.Buffer, name string, mr, nv int) {
 			fmt.Fprintf(s, "\tVMOVUPS %d(BX), %s\n", (u*nr+v*8)*4, breg(v))
 		}
 		for i := 0; i < mr; i++ {
+			// Two broadcast registers in turn (Y14, Y15 for 6 rows).
+			bc := fmt.Sprintf("Y%d", mr*nv+nv+i%2)
 			fmt.Fprintf(s, "\tVBROADCASTSS %d(AX), %s\n", (u*mr+i)*4, bc)
 			for v := 0; v < nv; v++ {
 				fmt.Fprintf(s, "\tVFMADD231PS %s, %s, %s\n", breg(v), bc, acc(i, v))
