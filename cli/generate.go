@@ -112,7 +112,7 @@ func (g *genFlags) define(e *env) *flag.FlagSet {
 	fs.Var(unsetFloat{&g.guidance}, "guidance", "classifier-free guidance `scale`; <= 1 disables it (default: the model's)")
 	fs.Var(unsetFloat{&g.guidance2}, "guidance-2", "guidance `scale` of Wan 2.2 A14B's low-noise expert (default: --guidance)")
 	fs.Float64Var(&g.flowShift, "flow-shift", 0, "override the scheduler's flow_shift")
-	fs.Uint64Var(&g.seed, "seed", 0, "seed of the initial noise")
+	fs.Uint64Var(&g.seed, "seed", 0, "seed of the initial noise, drawn as PyTorch's CPU generator draws it (diffusers with torch.Generator().manual_seed(seed), ComfyUI)")
 	fs.StringVar(&g.latents, "latents", "", "initial latents: a .safetensors file with tensor \"latents\"")
 	fs.StringVar(&g.image, "image", "", "image-to-video models: the first frame's image (.png, .jpg)")
 	fs.IntVar(&g.maxSeqLen, "max-sequence-length", 512, "text tokens the encoder sees")

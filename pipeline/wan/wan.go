@@ -26,6 +26,7 @@ import (
 	"ferry/sampler"
 	"ferry/tensor"
 	"ferry/tokenizer"
+	"ferry/torchrng"
 )
 
 // Component names, as in a diffusers Wan folder.
@@ -382,7 +383,8 @@ func (p *Pipeline) encodeText(rt *pipeline.Runtime, r Request) (pos, neg []float
 	return pos, neg, nil
 }
 
-// initialLatents are the request's latents or seeded standard-normal noise.
+// initialLatents are the request's latents or seeded standard-normal noise,
+// the values PyTorch's CPU generator draws from the seed.
 func (p *Pipeline) initialLatents(r Request) ([]float32, error) {
 	shape := p.latentShape(r)
 	n := tensor.NumElems(shape)
@@ -392,11 +394,10 @@ func (p *Pipeline) initialLatents(r Request) ([]float32, error) {
 		}
 		return append([]float32(nil), r.Latents...), nil
 	}
-	rng := rand.New(rand.NewPCG(r.Seed, 0x3a11))
+	// diffusers' randn_tensor with generator=torch.Generator().manual_seed(
+	// seed), and ComfyUI's noise for the same seed.
 	out := make([]float32, n)
-	for i := range out {
-		out[i] = float32(rng.NormFloat64())
-	}
+	torchrng.New(r.Seed).Randn(out)
 	return out, nil
 }
 
