@@ -58,7 +58,7 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, lora lora
 	image := 0
 	if li > 0 {
 		var w work
-		image, text, w = wanImageEmbed(r, p, b, lt, text)
+		image, text, w = wanImageEmbed(r, p, b, lt, text, lora.top)
 		embedWork = embedWork.add(w)
 	}
 	ps.calls = append(ps.calls, call{block: 0, ev: r.take(), work: embedWork})
@@ -168,7 +168,8 @@ func imageRows(p *Profile) int {
 // width) and normalised again. With a text context other than 512 tokens
 // the reference re-splits [image; text], and so does the model: both are
 // copied. It returns the image tokens' and the text's ids and the work.
-func wanImageEmbed(r *recorder, p *Profile, b, lt, text int) (int, int, work) {
+// lr holds the adapters outside the blocks (the feed-forward's among them).
+func wanImageEmbed(r *recorder, p *Profile, b, lt, text int, lr LoRARanks) (int, int, work) {
 	c := p.Wan
 	d, e, rows := c.InnerDim(), *c.ImageDim, imageRows(p)
 	var x int
@@ -180,8 +181,10 @@ func wanImageEmbed(r *recorder, p *Profile, b, lt, text int) (int, int, work) {
 		r.free(x)
 	}
 	h := r.alloc(f32(b, rows, e))
+	lr.record(r, "condition_embedder.image_embedder.ff.net.0.proj", b*rows, e)
 	r.free(n)
 	y := r.alloc(f32(b, rows, d))
+	lr.record(r, "condition_embedder.image_embedder.ff.net.2", b*rows, d)
 	r.free(h)
 	img := r.alloc(f32(b, rows, d))
 	r.free(y)

@@ -8,6 +8,8 @@ import (
 
 	"ferry/hwprofile"
 	"ferry/imageproc"
+	"ferry/lora"
+	"ferry/model/modeltest"
 	"ferry/pipeline"
 	"ferry/planner"
 	"ferry/residency"
@@ -116,4 +118,63 @@ func measurePeaks(t *testing.T, dir string, plan *residency.Plan, req Request) (
 		t.Fatal(err)
 	}
 	return rt.Measure(), p.PromptTokens(req)
+}
+
+// TestLoRAPeaksPredicted: LoRA adapters on Wan 2.1 I2V's Linears outside
+// the blocks (the image embedder's feed-forward) and in them (the image
+// attention's key projection, the FFN) make intermediates the planner
+// replays; the peaks still match exactly. The embedder's adapters are made
+// wide enough to set the peak.
+func TestLoRAPeaksPredicted(t *testing.T) {
+	dir := "testdata/wan21_i2v_pipeline"
+	img, err := imageproc.Load(filepath.Join(dir, "image.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := openPipeline(t, filepath.Join(dir, "pipeline"))
+	_, shapes := p.transformer.Config().LinearShapes()
+	var ads []lora.Adapter
+	for i, m := range []string{"condition_embedder.image_embedder.ff.net.0.proj", "condition_embedder.image_embedder.ff.net.2",
+		"blocks.0.attn2.add_k_proj", "blocks.0.ffn.net.0.proj"} {
+		s, ok := shapes[m]
+		if !ok {
+			t.Fatalf("no Linear %s", m)
+		}
+		rank := 2
+		if i < 2 {
+			// Wide enough that the embedder's x·Aᵀ (rows × rank) sets the
+			// peak: the replay must make it to match.
+			rank = 1 << 14
+		}
+		ads = append(ads, lora.Adapter{Module: m, Rank: rank, In: s[1], Out: s[0], Alpha: float32(rank),
+			A: modeltest.Randn(uint64(2*i), rank*s[1]), B: modeltest.Randn(uint64(2*i+1), s[0]*rank)})
+	}
+	loras := []LoRA{{File: "test", Scale: 0.5, Adapters: ads}}
+	req := Request{Prompt: "a lighthouse", Height: 64, Width: 96, Frames: 5, Steps: 2, Guidance: 5,
+		MaxSeqLen: 512, Seed: 1, Image: img, LoRAs: loras}
+	prof, err := planner.ProfileFromFolder(filepath.Join(dir, "pipeline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prof.UseImage(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pc := range []residency.ComponentPlan{{Placement: residency.Resident}, {Placement: residency.Stream, Prefetch: 1}} {
+		t.Run(string(pc.Placement), func(t *testing.T) {
+			plan := residency.Uniform("p", pc, append(slices.Clone(Components), ImageEncoder)...)
+			m, prompt := measurePeaks(t, filepath.Join(dir, "pipeline"), plan, req)
+			pr := planner.Request{Batch: 1, Frames: req.Frames, Height: req.Height, Width: req.Width, TextLen: req.MaxSeqLen,
+				PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance,
+				AdapterBytes: LoRABytes(loras), LoRA: LoRARanks(loras)}
+			pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pred.PeakDeviceBytes != m.PeakDeviceBytes || pred.PeakDeviceReservedBytes != m.PeakDeviceReservedBytes || pred.PeakHostBytes != m.PeakHostBytes {
+				t.Errorf("peaks device allocated/reserved, host: predicted %d/%d/%d, measured %d/%d/%d",
+					pred.PeakDeviceBytes, pred.PeakDeviceReservedBytes, pred.PeakHostBytes,
+					m.PeakDeviceBytes, m.PeakDeviceReservedBytes, m.PeakHostBytes)
+			}
+		})
+	}
 }
