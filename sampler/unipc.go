@@ -30,8 +30,8 @@ type UniPC struct {
 	hasLast        bool
 
 	// Buffers, sized on the first Step and reused while the sample size
-	// stays the same. hist holds the last solver_order x0 predictions,
-	// oldest first; spare takes the newest before it joins hist (the
+	// stays the same. hist holds the last order x0 predictions (the
+	// most a step reads), oldest first; spare takes the newest before it joins hist (the
 	// corrector still needs every old entry); last is last_sample.
 	size  int
 	hist  [][]float32
@@ -40,15 +40,16 @@ type UniPC struct {
 	// sorted is dynamic thresholding's scratch (thresholding only).
 	sorted []float32
 
-	// Per-step scratch, sized by solver_order at construction so Step does
-	// not allocate.
-	rks  []float64
-	rk32 []float32 // rks as the float32 tensor diffusers divides by
-	mat  []float64 // R, solver_order x solver_order
-	lu   []float64 // the block of R being solved
-	vec  []float64 // b
-	rhos []float32
-	ms   [][]float32
+	// Per-step scratch, sized by sizeOrder when the schedule is set so
+	// that Step does not allocate; order is the highest order it holds.
+	order int
+	rks   []float64
+	rk32  []float32 // rks as the float32 tensor diffusers divides by
+	mat   []float64 // R, solver_order x solver_order
+	lu    []float64 // the block of R being solved
+	vec   []float64 // b
+	rhos  []float32
+	ms    [][]float32
 }
 
 var _ Scheduler = (*UniPC)(nil)
@@ -62,7 +63,19 @@ func NewUniPC(cfg UniPCConfig) (*UniPC, error) {
 	for _, i := range cfg.DisableCorrector {
 		u.disabled[i] = true
 	}
-	p := cfg.SolverOrder
+	return u, nil
+}
+
+// sizeOrder sizes the per-step scratch for the orders a schedule of n
+// steps can reach: min(solver_order, n), since the order rises by one per
+// step. A config's solver_order may be any positive number (diffusers'
+// model_outputs is a list of that many Nones); memory follows the steps.
+func (u *UniPC) sizeOrder(n int) {
+	p := min(u.cfg.SolverOrder, n)
+	if p == u.order {
+		return
+	}
+	u.order = p
 	u.rks = make([]float64, p)
 	u.rk32 = make([]float32, p)
 	u.mat = make([]float64, p*p)
@@ -70,7 +83,7 @@ func NewUniPC(cfg UniPCConfig) (*UniPC, error) {
 	u.vec = make([]float64, p)
 	u.rhos = make([]float32, p)
 	u.ms = make([][]float32, p)
-	return u, nil
+	u.size = 0 // the history holds p samples: allocate it again
 }
 
 // Config returns the validated config.
@@ -107,6 +120,7 @@ func (u *UniPC) SetTimestepsWith(n int, opts ScheduleOptions) error {
 		last = sigmas[len(sigmas)-1]
 	}
 	u.sigmas = toFloat32(append(sigmas, last))
+	u.sizeOrder(len(u.timesteps))
 	u.Reset()
 	return nil
 }
@@ -269,7 +283,7 @@ func (u *UniPC) checkStep(modelOutput, sample []float32) error {
 
 func (u *UniPC) allocate(n int) {
 	u.size = n
-	u.hist = make([][]float32, u.cfg.SolverOrder)
+	u.hist = make([][]float32, u.order)
 	for k := range u.hist {
 		u.hist[k] = make([]float32, n)
 	}
