@@ -156,6 +156,12 @@ func (c *Config) deriveActivation(keepAct, keepGated bool) error {
 	return nil
 }
 
+// maxDim bounds every size and count of a config: far above any released
+// model (UMT5's vocabulary is 250112), low enough that a damaged
+// config.json is refused with one line instead of sizing the model's
+// tables (a num_layers of 1e9 ran the process out of memory).
+const maxDim = 1 << 20
+
 // Validate says what is wrong with a config.
 func (c Config) Validate() error {
 	for _, f := range []struct {
@@ -165,8 +171,8 @@ func (c Config) Validate() error {
 		{"vocab_size", c.VocabSize}, {"d_model", c.DModel}, {"d_kv", c.DKV}, {"d_ff", c.DFF},
 		{"num_layers", c.NumLayers}, {"num_heads", c.NumHeads}, {"relative_attention_max_distance", c.MaxDistance},
 	} {
-		if f.v <= 0 {
-			return fmt.Errorf("umt5 config: %s must be > 0, got %d", f.key, f.v)
+		if f.v <= 0 || f.v > maxDim {
+			return fmt.Errorf("umt5 config: %s must be 1 to %d, got %d", f.key, maxDim, f.v)
 		}
 	}
 	// Bidirectional bucketing halves the buckets and gives half of those to

@@ -66,8 +66,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{`{`, "unexpected end"},
 		{`{"model_type":"bert"}`, `model_type "bert"`},
 		{`{"architectures":["BertModel"]}`, "cannot tell the architecture"},
-		{`{"model_type":"t5","d_model":0}`, "d_model must be > 0"},
-		{`{"model_type":"t5","num_heads":-1}`, "num_heads must be > 0"},
+		{`{"model_type":"t5","d_model":0}`, "d_model must be 1 to"},
+		{`{"model_type":"t5","num_heads":-1}`, "num_heads must be 1 to"},
+		{`{"model_type":"umt5","num_layers":1000000000}`, "num_layers must be 1 to 1048576"},
 		{`{"model_type":"t5","relative_attention_num_buckets":2}`, "num_buckets must be >= 4"},
 		{`{"model_type":"t5","relative_attention_num_buckets":32,"relative_attention_max_distance":8}`, "must exceed the 8 exact buckets"},
 		{`{"model_type":"t5","feed_forward_proj":"double-gelu"}`, "not of the form"},
@@ -82,4 +83,21 @@ func TestParseConfigErrors(t *testing.T) {
 			t.Errorf("ParseConfig(%s) = %v, want an error containing %q", tt.json, err, tt.want)
 		}
 	}
+}
+
+// FuzzParseConfig: any config.json is refused with an error or parses to a
+// config whose parameter list can be built.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(`{"model_type": "umt5", "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 1, "num_heads": 4, "vocab_size": 128, "relative_attention_num_buckets": 8}`))
+	f.Add([]byte(`{"model_type": "t5", "feed_forward_proj": "gated-gelu"}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		c, err := ParseConfig(raw)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			return
+		}
+		_ = c.Params()
+	})
 }

@@ -146,6 +146,12 @@ func ParseConfig(raw []byte) (Config, error) {
 }
 
 // Validate says what is wrong with a config.
+// maxDim bounds every size and count of a config: far above any released
+// model, low enough that a damaged config.json is refused with one line
+// instead of sizing the model's tables (a num_layers of 1e9 ran the
+// process out of memory).
+const maxDim = 1 << 16
+
 func (c Config) Validate() error {
 	for _, f := range []struct {
 		key string
@@ -157,8 +163,8 @@ func (c Config) Validate() error {
 		{"rope_max_seq_len", c.RopeMaxSeqLen},
 		{"patch_size[0]", c.PatchSize[0]}, {"patch_size[1]", c.PatchSize[1]}, {"patch_size[2]", c.PatchSize[2]},
 	} {
-		if f.v <= 0 {
-			return fmt.Errorf("wan config: %s must be > 0, got %d", f.key, f.v)
+		if f.v <= 0 || f.v > maxDim {
+			return fmt.Errorf("wan config: %s must be 1 to %d, got %d", f.key, maxDim, f.v)
 		}
 	}
 	// RoPE rotates pairs of channels, so a head must have an even width.

@@ -70,9 +70,10 @@ func TestParseConfigErrors(t *testing.T) {
 	tests := []struct{ json, want string }{
 		{`{`, "unexpected end"},
 		{`{"num_layers": "many"}`, "cannot unmarshal"},
-		{`{"num_attention_heads": 0}`, "num_attention_heads must be > 0"},
-		{`{"ffn_dim": -1}`, "ffn_dim must be > 0"},
-		{`{"patch_size": [1, 2]}`, "patch_size[2] must be > 0"},
+		{`{"num_attention_heads": 0}`, "num_attention_heads must be 1 to"},
+		{`{"ffn_dim": -1}`, "ffn_dim must be 1 to"},
+		{`{"num_layers": 1000000000}`, "num_layers must be 1 to 65536"},
+		{`{"patch_size": [1, 2]}`, "patch_size[2] must be 1 to"},
 		{`{"attention_head_dim": 21}`, "must be even"},
 		{`{"eps": 0}`, "eps must be > 0"},
 		{`{"image_dim": 1280}`, "image_dim and added_kv_proj_dim must be set together"},

@@ -158,6 +158,12 @@ func ParseConfig(raw []byte) (Config, error) {
 }
 
 // Validate says what is wrong with a config.
+// maxDim bounds every size and count of a config: far above any released
+// model, low enough that a damaged config.json is refused with one line
+// instead of sizing the model's tables (a num_layers of 1e9 ran the
+// process out of memory).
+const maxDim = 1 << 16
+
 func (c Config) Validate() error {
 	for _, f := range []struct {
 		key string
@@ -166,12 +172,12 @@ func (c Config) Validate() error {
 		{"base_dim", c.BaseDim}, {"decoder_base_dim", c.decoderBaseDim()}, {"z_dim", c.ZDim},
 		{"num_res_blocks", c.NumResBlocks}, {"in_channels", c.InChannels}, {"out_channels", c.OutChannels},
 	} {
-		if f.v <= 0 {
-			return fmt.Errorf("wanvae config: %s must be > 0, got %d", f.key, f.v)
+		if f.v <= 0 || f.v > maxDim {
+			return fmt.Errorf("wanvae config: %s must be 1 to %d, got %d", f.key, maxDim, f.v)
 		}
 	}
-	if len(c.DimMult) < 1 {
-		return fmt.Errorf("wanvae config: dim_mult is empty")
+	if len(c.DimMult) < 1 || len(c.DimMult) > 64 {
+		return fmt.Errorf("wanvae config: dim_mult has %d levels, want 1 to 64", len(c.DimMult))
 	}
 	for i, m := range c.DimMult {
 		if m <= 0 {

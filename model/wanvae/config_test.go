@@ -36,9 +36,10 @@ func TestParseGoldenConfig(t *testing.T) {
 
 func TestParseConfigErrors(t *testing.T) {
 	tests := []struct{ raw, want string }{
-		{`{"base_dim": 0}`, "base_dim must be > 0"},
-		{`{"decoder_base_dim": -1}`, "decoder_base_dim must be > 0"},
-		{`{"dim_mult": []}`, "dim_mult is empty"},
+		{`{"base_dim": 0}`, "base_dim must be 1 to"},
+		{`{"decoder_base_dim": -1}`, "decoder_base_dim must be 1 to"},
+		{`{"num_res_blocks": 1000000000}`, "num_res_blocks must be 1 to 65536"},
+		{`{"dim_mult": []}`, "dim_mult has 0 levels"},
 		{`{"dim_mult": [1, 0, 4, 4]}`, "dim_mult[1] must be > 0"},
 		{`{"temperal_downsample": [true]}`, "temperal_downsample has 1 entries, want 3"},
 		{`{"attn_scales": [0.5]}`, "attn_scales"},
