@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"ferry/backend/cpu/gemm"
 	"ferry/dtype"
 	"ferry/hwprofile"
 	"ferry/pipeline"
@@ -53,7 +54,14 @@ func (h *harness) withinBudget(model string, v videoJSON, budget int64) {
 // than admission chose.
 func TestDispatchReplans(t *testing.T) {
 	dir := twoModels(t)
-	const budget = 18 << 20
+	budget := int64(18 << 20)
+	if !gemm.Expands(dtype.BF16) {
+		// Without the expanding kernels (FERRY_CPU=generic) the bf16
+		// GEMM weights are widened to float32 on the device: tiny-a
+		// holds 14.5 MB instead of 11.9 MiB, and admission's plan for
+		// tiny-b needs 16.6 MB; 27 MiB still holds one but not both.
+		budget = budget * 3 / 2
+	}
 	bodyA := strings.Replace(tiny(`"plan":"resident"`), "wan-tiny", "tiny-a", 1)
 
 	t.Run("pinned", func(t *testing.T) {
