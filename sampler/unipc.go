@@ -30,9 +30,10 @@ type UniPC struct {
 	hasLast        bool
 
 	// Buffers, sized on the first Step and reused while the sample size
-	// stays the same. hist holds the last order x0 predictions (the
-	// most a step reads), oldest first; spare takes the newest before it joins hist (the
-	// corrector still needs every old entry); last is last_sample.
+	// and the order stay the same. hist holds the last order x0
+	// predictions (the most a step reads), oldest first; spare takes the
+	// newest before it joins hist (the corrector still needs every old
+	// entry); last is last_sample.
 	size  int
 	hist  [][]float32
 	spare []float32
@@ -45,7 +46,7 @@ type UniPC struct {
 	order int
 	rks   []float64
 	rk32  []float32 // rks as the float32 tensor diffusers divides by
-	mat   []float64 // R, solver_order x solver_order
+	mat   []float64 // R, order x order
 	lu    []float64 // the block of R being solved
 	vec   []float64 // b
 	rhos  []float32
