@@ -35,7 +35,10 @@ func selectedISA() isaLevel {
 // at here ("avx512", "avx2" or "generic"): the best the CPU and OS support,
 // lowered by FERRY_CPU. The planner's defaults and the hardware profile's
 // record of the CPU depend on it.
-func KernelISA() string { return installedISA.String() }
+func KernelISA() string {
+	_ = os.Getenv("FERRY_CPU") // for go test's cache, as gemm's noteISACap
+	return installedISA.String()
+}
 
 // ISAWarning is the one line to show when FERRY_CPU is set to something
 // this package does not know ("" otherwise).

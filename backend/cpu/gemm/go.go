@@ -68,6 +68,7 @@ func GoKernels() []string {
 }
 
 func newGo(pool *parallel.Pool, kn *kernel) *Go {
+	noteISACap()
 	if pool == nil {
 		pool = parallel.Default()
 	}

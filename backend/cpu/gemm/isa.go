@@ -58,6 +58,13 @@ func setISACap(l ISALevel) (restore func()) {
 	return func() { isaCap = prev }
 }
 
+// noteISACap reads FERRY_CPU again, for go test's cache: it keys a
+// package's cached result on the environment variables its tests read,
+// and the start-up read above happens before it watches, so without this
+// a run under another FERRY_CPU could reuse the default's results. GEMMs
+// call it when they are built.
+func noteISACap() { _ = os.Getenv("FERRY_CPU") }
+
 // allows reports whether the cap lets the kernels use level l (the CPU
 // must support it as well: each arch file checks that).
 func allows(l ISALevel) bool { return isaCap >= l }

@@ -22,6 +22,11 @@ func copyRows8(dst, src *float32, lda, rows, kc, fast int) {
 	panic("gemm: copyRows8 needs AVX2")
 }
 
+// copyPanel16 and copyPanel32 likewise: only the AVX2 and AVX-512
+// kernels call them.
+func copyPanel16(dst, src *float32, ldb, kc int) { panic("gemm: copyPanel16 needs AVX2") }
+func copyPanel32(dst, src *float32, ldb, kc int) { panic("gemm: copyPanel32 needs AVX-512") }
+
 // transpose8 likewise.
 func transpose8(dst *float32, dstStride int, src *float32, srcStride int, rows, maskLast int) {
 	panic("gemm: transpose8 needs AVX2")

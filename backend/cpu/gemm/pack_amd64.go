@@ -22,6 +22,19 @@ func copyRows8(dst, src *float32, lda, rows, kc, fast int)
 //go:noescape
 func transpose8(dst *float32, dstStride int, src *float32, srcStride int, rows, maskLast int)
 
+// copyPanel16 copies kc steps of 16 contiguous floats, src steps ldb
+// apart, into dst back to back: a whole AVX2 B panel (AVX2; callers
+// check).
+//
+//go:noescape
+func copyPanel16(dst, src *float32, ldb, kc int)
+
+// copyPanel32 is copyPanel16 for the AVX-512 kernel's 32-wide panels
+// (AVX-512 F; callers check).
+//
+//go:noescape
+func copyPanel32(dst, src *float32, ldb, kc int)
+
 // roundPairsAVX512 rounds 2·pairs floats to bf16 pair words as
 // dtype.F32ToBF16 does; pairs is a multiple of 8 (AVX-512 F; callers
 // check).

@@ -248,3 +248,58 @@ rploop:
 rpdone:
 	VZEROUPPER
 	RET
+
+// func copyPanel16(dst, src *float32, ldb, kc int)
+//
+// For p in [0, kc): dst[16p : 16p+16] = src[p·ldb : p·ldb+16]: a whole
+// AVX2 B panel (nr = 16) of a matrix whose k steps are contiguous rows,
+// two 8-float loads and stores a step instead of a memmove call.
+TEXT ·copyPanel16(SB), NOSPLIT, $0-32
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    ldb+16(FP), BX
+	SHLQ    $2, BX
+	MOVQ    kc+24(FP), CX
+	TESTQ   CX, CX
+	JEQ     done16
+
+loop16:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ    BX, SI
+	ADDQ    $64, DI
+	DECQ    CX
+	JNE     loop16
+
+done16:
+	VZEROUPPER
+	RET
+
+// func copyPanel32(dst, src *float32, ldb, kc int)
+//
+// copyPanel16 for the AVX-512 kernel's panels (nr = 32): two 16-float
+// loads and stores a step.
+TEXT ·copyPanel32(SB), NOSPLIT, $0-32
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    ldb+16(FP), BX
+	SHLQ    $2, BX
+	MOVQ    kc+24(FP), CX
+	TESTQ   CX, CX
+	JEQ     done32
+
+loop32:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	ADDQ    BX, SI
+	ADDQ    $128, DI
+	DECQ    CX
+	JNE     loop32
+
+done32:
+	VZEROUPPER
+	RET
