@@ -1,6 +1,10 @@
 package imageproc
 
 import (
+	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"hash/crc32"
 	"image"
 	"image/color"
 	"image/png"
@@ -82,4 +86,41 @@ func TestLoad(t *testing.T) {
 	if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), "not a readable image") {
 		t.Errorf("garbage PNG: %v", err)
 	}
+}
+
+// TestLoadRefusesHugeHeaders: a PNG of a few bytes whose header claims a
+// huge image is refused from its header, before the decoder allocates the
+// image (60000x60000 took 14 GB and crashed before).
+func TestLoadRefusesHugeHeaders(t *testing.T) {
+	for _, c := range []struct{ w, h uint32 }{{60000, 60000}, {70000, 10}, {10, 70000}, {8193, 8192}} {
+		path := filepath.Join(t.TempDir(), "huge.png")
+		if err := os.WriteFile(path, pngHeader(c.w, c.h), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(path)
+		if err == nil || !strings.Contains(err.Error(), "too large") {
+			t.Errorf("%dx%d: error %v, want too large", c.w, c.h, err)
+		}
+	}
+}
+
+// pngHeader is a PNG whose IHDR says w x h RGB pixels, followed by a
+// little image data and the end chunk.
+func pngHeader(w, h uint32) []byte {
+	chunk := func(kind string, data []byte) []byte {
+		out := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
+		out = append(out, kind...)
+		out = append(out, data...)
+		return binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(append([]byte(kind), data...)))
+	}
+	ihdr := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, w), h)
+	ihdr = append(ihdr, 8, 2, 0, 0, 0)
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write(make([]byte, 64))
+	zw.Close()
+	out := []byte("\x89PNG\r\n\x1a\n")
+	out = append(out, chunk("IHDR", ihdr)...)
+	out = append(out, chunk("IDAT", z.Bytes())...)
+	return append(out, chunk("IEND", nil)...)
 }
