@@ -108,14 +108,14 @@ func (r Request) Validate(p *Profile) error {
 	if (r.Frames-1)%t != 0 {
 		return fmt.Errorf("planner: %d frames: want 1 + a multiple of %d (e.g. %d)", r.Frames, t, (r.Frames-1)/t*t+1)
 	}
-	// The transformer's RoPE covers rope_max_seq_len patches along each
-	// axis; the reference fails past it (as model/wan does, after loading
-	// and encoding the text): refuse it before anything runs.
+	// The transformer's position embedding (model/wan's rule) would fail
+	// at its first forward, after loading and encoding the text: refuse
+	// the request before anything runs, in frames and pixels.
 	_, f, h, w := r.latent(p)
-	if m := p.Wan.RopeMaxSeqLen; f/ps[0] > m {
-		return fmt.Errorf("planner: %d frames make %d latent frames; the transformer's position embedding covers %d (rope_max_seq_len): at most %d frames", r.Frames, f, m*ps[0], (m*ps[0]-1)*t+1)
-	} else if h/ps[1] > m || w/ps[2] > m {
-		return fmt.Errorf("planner: %dx%d makes %dx%d patches; the transformer's position embedding covers %d a side (rope_max_seq_len): at most %d pixels a side", r.Height, r.Width, h/ps[1], w/ps[2], m, m*ps[1]*s)
+	if _, err := p.Wan.PatchGrid(f, h, w); err != nil {
+		m := p.Wan.RopeMaxSeqLen
+		return fmt.Errorf("planner: %d frames at %dx%d: %v: at most %d frames and at most %d pixels a side",
+			r.Frames, r.Width, r.Height, err, (m*ps[0]-1)*t+1, m*ps[1]*s)
 	}
 	return nil
 }

@@ -27,15 +27,27 @@ type ropeGrid struct {
 	freq []float64 // per channel: angle per position step
 }
 
-// newRopeGrid describes the RoPE of a latent of frames×height×width
-// (before patching).
-func (c Config) newRopeGrid(frames, height, width int) (ropeGrid, error) {
+// PatchGrid is the patches along frames, rows and columns of a latent of
+// frames×height×width (before patching), or an error where an axis has
+// none or more than the position embedding covers (rope_max_seq_len: the
+// reference fails past it). The planner checks requests with it.
+func (c Config) PatchGrid(frames, height, width int) ([3]int, error) {
 	n := [3]int{frames / c.PatchSize[0], height / c.PatchSize[1], width / c.PatchSize[2]}
 	for i, v := range n {
 		if v <= 0 || v > c.RopeMaxSeqLen {
-			return ropeGrid{}, fmt.Errorf("wan rope: %d patches along %s, want 1..%d (rope_max_seq_len)",
+			return n, fmt.Errorf("wan rope: %d patches along %s, want 1..%d (rope_max_seq_len)",
 				v, [...]string{"frames", "height", "width"}[i], c.RopeMaxSeqLen)
 		}
+	}
+	return n, nil
+}
+
+// newRopeGrid describes the RoPE of a latent of frames×height×width
+// (before patching).
+func (c Config) newRopeGrid(frames, height, width int) (ropeGrid, error) {
+	n, err := c.PatchGrid(frames, height, width)
+	if err != nil {
+		return ropeGrid{}, err
 	}
 	d := c.AttentionHeadDim
 	hw := 2 * (d / 6)
