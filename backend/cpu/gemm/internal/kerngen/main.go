@@ -101,6 +101,19 @@ func prologue(s *bytes.Buffer, name string) {
 	s.WriteString("\tMOVQ c+24(FP), DX\n\tMOVQ ldc+32(FP), SI\n\tSHLQ $2, SI\n")
 }
 
+// touchC prefetches the C tile's rows (at the byte offsets given within
+// each row) before the k loop, so that its lines arrive while the loop
+// runs instead of stalling the stores after it.
+func touchC(s *bytes.Buffer, mr int, offsets []int) {
+	s.WriteString("\tMOVQ DX, DI\n")
+	for range mr {
+		for _, off := range offsets {
+			fmt.Fprintf(s, "\tPREFETCHT0 %d(DI)\n", off)
+		}
+		s.WriteString("\tADDQ SI, DI\n")
+	}
+}
+
 // kLoop writes the k loop, unrolled, with a one-step tail loop.
 func kLoop(s *bytes.Buffer, name string, mr, nr int, step func(u int)) {
 	fmt.Fprintf(s, "\tCMPQ CX, $%d\n\tJLT %s_tail\n", unroll, name)
@@ -171,14 +184,11 @@ func writeAVX512With(s *bytes.Buffer, name string, mr, nv int, fma func(a, b, ac
 	acc := func(i, v int) string { return fmt.Sprintf("Z%d", i*nv+v) }
 	breg := func(v int) string { return fmt.Sprintf("Z%d", mr*nv+v) }
 	prologue(s, name)
-	// Touch the C tile early so its lines arrive while the k loop runs.
-	s.WriteString("\tMOVQ DX, DI\n")
-	for i := 0; i < mr; i++ {
-		for v := 0; v < nv; v += 1 {
-			fmt.Fprintf(s, "\tPREFETCHT0 %d(DI)\n", v*64)
-		}
-		s.WriteString("\tADDQ SI, DI\n")
+	offsets := make([]int, nv)
+	for v := range offsets {
+		offsets[v] = v * 64
 	}
+	touchC(s, mr, offsets)
 	for i := 0; i < mr*nv; i++ {
 		fmt.Fprintf(s, "\tVPXORD Z%d, Z%d, Z%d\n", i, i, i)
 	}
@@ -240,12 +250,7 @@ func writeAVX2(s *bytes.Buffer, name string, mr, nv int) {
 	acc := func(i, v int) string { return fmt.Sprintf("Y%d", i*nv+v) }
 	breg := func(v int) string { return fmt.Sprintf("Y%d", mr*nv+v) }
 	prologue(s, name)
-	// Touch the C tile early so its lines arrive while the k loop runs: a
-	// row's nr floats span one or two 64-byte lines.
-	s.WriteString("\tMOVQ DX, DI\n")
-	for i := 0; i < mr; i++ {
-		fmt.Fprintf(s, "\tPREFETCHT0 0(DI)\n\tPREFETCHT0 %d(DI)\n\tADDQ SI, DI\n", nr*4-4)
-	}
+	touchC(s, mr, []int{0, nr*4 - 4}) // a row's nr floats span one or two lines
 	for i := 0; i < mr*nv; i++ {
 		fmt.Fprintf(s, "\tVXORPS Y%d, Y%d, Y%d\n", i, i, i)
 	}
