@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"ferry/checkpoint"
+	"ferry/torchrng"
 )
 
 // TestCleanPrompt: WanPipeline's prompt_clean with ftfy installed (as
@@ -189,7 +190,7 @@ func TestSeedNoise(t *testing.T) {
 		if err := s.SetTimesteps(3); err != nil {
 			t.Fatal(err)
 		}
-		seedNoise(s, seed)
+		seedNoise(s, torchrng.New(seed))
 		x, v := make([]float32, 16), make([]float32, 16)
 		for i := range x {
 			x[i], v[i] = float32(i)/16, 0.5

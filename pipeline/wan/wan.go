@@ -11,7 +11,6 @@ package wan
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -383,9 +382,10 @@ func (p *Pipeline) encodeText(rt *pipeline.Runtime, r Request) (pos, neg []float
 	return pos, neg, nil
 }
 
-// initialLatents are the request's latents or seeded standard-normal noise,
-// the values PyTorch's CPU generator draws from the seed.
-func (p *Pipeline) initialLatents(r Request) ([]float32, error) {
+// initialLatents are the request's latents or standard-normal noise drawn
+// from g, the request's generator (PyTorch's CPU generator seeded with
+// the request's seed).
+func (p *Pipeline) initialLatents(r Request, g *torchrng.Generator) ([]float32, error) {
 	shape := p.latentShape(r)
 	n := tensor.NumElems(shape)
 	if r.Latents != nil {
@@ -397,32 +397,27 @@ func (p *Pipeline) initialLatents(r Request) ([]float32, error) {
 	// diffusers' randn_tensor with generator=torch.Generator().manual_seed(
 	// seed), and ComfyUI's noise for the same seed.
 	out := make([]float32, n)
-	torchrng.New(r.Seed).Randn(out)
+	g.Randn(out)
 	return out, nil
 }
 
 // seedNoise gives a stochastic scheduler (FlowMatchEuler's
-// stochastic_sampling) its per-step noise, drawn from the request's seed on
-// a stream of its own. diffusers' WanPipeline draws it from torch's global
-// generator, so the two agree in distribution, not in values.
-func seedNoise(s sampler.Scheduler, seed uint64) {
-	n, ok := s.(sampler.Noisy)
-	if !ok || !n.Stochastic() {
-		return
+// stochastic_sampling) its per-step noise from g, the request's generator,
+// after the initial latents: what diffusers would draw with the generator
+// passed to each step. Its WanPipeline passes none (torch's global
+// generator draws), so the two agree in distribution, not in values.
+func seedNoise(s sampler.Scheduler, g *torchrng.Generator) {
+	if n, ok := s.(sampler.Noisy); ok && n.Stochastic() {
+		n.SetNoise(g.Randn)
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	n.SetNoise(func(dst []float32) {
-		for i := range dst {
-			dst[i] = float32(rng.NormFloat64())
-		}
-	})
 }
 
 // denoise runs the sampling loop on host latents.
 func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, out *Output) ([]float32, error) {
 	end := rt.Phase(pipeline.PhaseDenoise)
 	defer end()
-	latents, err := p.initialLatents(r)
+	gen := torchrng.New(r.Seed)
+	latents, err := p.initialLatents(r, gen)
 	if err != nil {
 		return nil, err
 	}
@@ -433,7 +428,7 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, 
 	if err := sched.SetTimesteps(r.Steps); err != nil {
 		return nil, err
 	}
-	seedNoise(sched, r.Seed)
+	seedNoise(sched, gen)
 	shape := p.latentShape(r)
 	ts := sched.Timesteps()
 	d, err := p.newDenoiser(rt, r, pos, neg, ts)
