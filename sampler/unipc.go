@@ -84,7 +84,6 @@ func (u *UniPC) sizeOrder(n int) {
 	u.vec = make([]float64, p)
 	u.rhos = make([]float32, p)
 	u.ms = make([][]float32, p)
-	u.size = 0 // the history holds p samples: allocate it again
 }
 
 // Config returns the validated config.
@@ -276,7 +275,7 @@ func (u *UniPC) checkStep(modelOutput, sample []float32) error {
 	case u.stepped && len(sample) != u.size:
 		return fmt.Errorf("sampler: sample has %d values, earlier steps had %d", len(sample), u.size)
 	}
-	if len(sample) != u.size {
+	if len(sample) != u.size || len(u.hist) != u.order {
 		u.allocate(len(sample))
 	}
 	return nil
