@@ -35,9 +35,12 @@ type Wan struct {
 	Boundary float64
 	// ExpandTimesteps is model_index.json's expand_timesteps (TI2V-5B).
 	ExpandTimesteps bool
-	// ImageEncoder is the CLIP vision tower of image-to-video folders
-	// (WanImageToVideoPipeline); nil for text-to-video.
+	// ImageEncoder is the CLIP vision tower of Wan 2.1 image-to-video
+	// folders (WanImageToVideoPipeline); nil otherwise.
 	ImageEncoder *clipvision.Config
+	// ImageToVideo marks a WanImageToVideoPipeline folder without an image
+	// encoder (Wan 2.2 I2V A14B); one with ImageEncoder is one too.
+	ImageToVideo bool
 }
 
 // TransformerDType is the transformers' published dtype.
@@ -98,7 +101,8 @@ func WanTinyMoE() Wan {
 }
 
 var wans = map[string]func() Wan{"wan-tiny": WanTiny, "wan2.1-t2v-1.3b": Wan1_3B, "wan2.1-t2v-14b": Wan14B,
-	"wan2.2-t2v-a14b": Wan22T2VA14B, "wan-tiny-moe": WanTinyMoE, "wan2.2-ti2v-5b": WanTI2V5B, "wan2.1-i2v-14b": WanI2V14B}
+	"wan2.2-t2v-a14b": Wan22T2VA14B, "wan-tiny-moe": WanTinyMoE, "wan2.2-ti2v-5b": WanTI2V5B, "wan2.1-i2v-14b": WanI2V14B,
+	"wan2.1-flf2v-14b": WanFLF2V14B, "wan2.2-i2v-a14b": Wan22I2VA14B}
 
 // WanNames lists the Wan architectures, sorted.
 func WanNames() []string {

@@ -36,6 +36,32 @@ func WanI2V14B() Wan {
 		FlowShift: 3, Storage: dtype.BF16, ImageEncoder: &enc}
 }
 
+// WanFLF2V14B is Wan-AI/Wan2.1-FLF2V-14B-720P-Diffusers: Wan 2.1 I2V-14B
+// whose image embedder adds a learned position embedding over both
+// images' CLIP tokens (pos_embed_seq_len 2 × 257), so every video runs
+// from a first to a last frame; UniPC with flow shift 5, as the 720P I2V
+// folder.
+func WanFLF2V14B() Wan {
+	w := WanI2V14B()
+	w.Name, w.FlowShift = "wan2.1-flf2v-14b", 5
+	pos := 2 * w.ImageEncoder.Tokens()
+	w.Transformer.PosEmbedSeqLen = &pos
+	return w
+}
+
+// Wan22I2VA14B is Wan-AI/Wan2.2-I2V-A14B-Diffusers: a
+// WanImageToVideoPipeline without an image encoder, two experts of the
+// 14B config with 36 input channels (latents, 4 mask channels, the
+// condition's latents) and boundary_ratio 0.9, the Wan 2.1 VAE; UniPC
+// with flow shift 5; the experts in float32, the text encoder in bf16. A
+// last frame (last_image) conditions the video's end through the VAE.
+func Wan22I2VA14B() Wan {
+	w := Wan22T2VA14B()
+	w.Name, w.Boundary, w.FlowShift, w.ImageToVideo = "wan2.2-i2v-a14b", 0.9, 5, true
+	w.Transformer.InChannels = 36
+	return w
+}
+
 // CLIPViTH14 is open-clip ViT-H/14's vision tower as the Wan 2.1 I2V
 // folders hold it (CLIPVisionModel): width 1280, 32 layers of 16 heads,
 // MLP 5120 with exact GELU, 224-pixel images in 14-pixel patches.

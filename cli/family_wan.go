@@ -41,7 +41,7 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 	if err := guidance2(p, &r, g.guidance2); err != nil {
 		return nil, err
 	}
-	if err := readImage(p, &r, g.image); err != nil {
+	if err := readImages(p, &r, g.image, g.lastImage); err != nil {
 		return nil, err
 	}
 	if g.latents != "" {
@@ -66,6 +66,9 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 		return nil, asUser(err)
 	}
 	if err := p.CheckSize(r); err != nil {
+		return nil, asUser(err)
+	}
+	if err := p.CheckImages(r); err != nil {
 		return nil, asUser(err)
 	}
 	for _, list := range []struct {

@@ -8,13 +8,17 @@ import (
 	"ferry/planner"
 )
 
-// readImage loads --image into the request: image-to-video folders
-// require it, TI2V folders switch to image-to-video with it, and other
-// text-to-video folders refuse it.
-func readImage(p *wan.Pipeline, r *wan.Request, path string) error {
+// readImages loads --image and --last-image into the request:
+// image-to-video folders require the first, TI2V folders switch to image
+// to video with it, and other text-to-video folders refuse it. Whether
+// the folder takes a last frame is Pipeline.CheckImages', once the
+// request's frames are final.
+func readImages(p *wan.Pipeline, r *wan.Request, path, last string) error {
 	switch {
 	case path == "" && p.RequiresImage():
 		return userf("--image FILE.png|.jpg is required: this folder is an image-to-video pipeline (%s)", wan.ImageToVideoClass)
+	case path == "" && last != "":
+		return userf("--last-image %s needs --image too: the video runs from the first frame's image to the last's", last)
 	case path == "":
 		return nil
 	case !p.AcceptsImage():
@@ -28,6 +32,13 @@ func readImage(p *wan.Pipeline, r *wan.Request, path string) error {
 		return asUser(err)
 	}
 	r.Image, r.ImageFile = img, path
+	if last == "" {
+		return nil
+	}
+	if r.LastImage, err = imageproc.Load(last); err != nil {
+		return asUser(fmt.Errorf("--last-image: %w", err))
+	}
+	r.LastImageFile = last
 	return nil
 }
 

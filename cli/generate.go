@@ -32,7 +32,7 @@ type genFlags struct {
 	guidance2               float64
 	seed                    uint64
 	latents                 string
-	image                   string
+	image, lastImage        string
 	maxSeqLen               int
 	planFlags
 	deviceMem, hostMem sizeFlag
@@ -115,6 +115,7 @@ func (g *genFlags) define(e *env) *flag.FlagSet {
 	fs.Uint64Var(&g.seed, "seed", 0, "seed of the initial noise, drawn as PyTorch's CPU generator draws it (diffusers with torch.Generator().manual_seed(seed), ComfyUI)")
 	fs.StringVar(&g.latents, "latents", "", "initial latents: a .safetensors file with tensor \"latents\"")
 	fs.StringVar(&g.image, "image", "", "image-to-video models: the first frame's image (.png, .jpg)")
+	fs.StringVar(&g.lastImage, "last-image", "", "first-last-frame models (Wan 2.1 FLF2V, Wan 2.2 I2V): the last frame's image (.png, .jpg)")
 	fs.IntVar(&g.maxSeqLen, "max-sequence-length", 512, "text tokens the encoder sees")
 	g.planFlags.define(fs)
 	fs.Var(&g.deviceMem, "device-mem", "device memory budget, e.g. 8GiB (default: unlimited)")

@@ -111,9 +111,9 @@ func clipPass(c clipvision.Config, b int, id *ids) (pass, int) {
 }
 
 // image simulates the image encoder of an image-to-video profile (nothing
-// otherwise): one image, its hidden states downloaded and freed, the time
-// counted with the text encoding's (pipeline/wan times both as the text
-// phase).
+// otherwise): one batch of the request's images (imagesEncoded), their
+// hidden states downloaded and freed, the time counted with the text
+// encoding's (pipeline/wan times both as the text phase).
 func (pl *pipelineSim) image() {
 	if pl.p.Image == nil {
 		return
@@ -123,11 +123,22 @@ func (pl *pipelineSim) image() {
 		return
 	}
 	t0 := s.now
-	ps, out := clipPass(*pl.p.Image, 1, pl.id)
+	ps, out := clipPass(*pl.p.Image, imagesEncoded(pl.p), pl.id)
 	s.runPass(enc, ps)
 	s.done(enc)
 	s.apply(event{id: out}, enc.acts)
 	pl.tText += s.now - t0
+}
+
+// imagesEncoded is how many images the image encoder takes per request:
+// two for a first-last-frame transformer (FLF2V: pos_embed_seq_len, which
+// refuses fewer), else one. A last frame given to a Wan 2.2 I2V model
+// goes to the VAE alone, whose condition video has the same frames.
+func imagesEncoded(p *Profile) int {
+	if p.Wan.ImageTokens() > 0 {
+		return 2
+	}
+	return 1
 }
 
 // UseImage makes the profile plan a request that gives an image: an

@@ -114,3 +114,33 @@ func TestCompleteImageEncoder(t *testing.T) {
 		t.Error("a text-to-video profile got an image encoder placement")
 	}
 }
+
+// TestFirstLastFrameProfiles: FLF2V's profile encodes two images per
+// request, so its image encoder computes about twice as long as I2V's at
+// the same request; Wan 2.2 I2V A14B's has two experts, the image-to-video
+// condition and no image encoder.
+func TestFirstLastFrameProfiles(t *testing.T) {
+	req := Request{Batch: 1, Frames: 5, Height: 64, Width: 64, TextLen: 512, PromptTokens: 8, Steps: 2, Guidance: 5}
+	clipSeconds := map[string]float64{}
+	for _, name := range []string{"wan2.1-i2v-14b", "wan2.1-flf2v-14b"} {
+		p := mustBuiltin(t, name)
+		plan := residency.Uniform("r", residency.ComponentPlan{Placement: residency.Resident}, presetComponents()...)
+		pred, err := Predict(p, hwprofile.Default(), plan, req, Budgets{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range pred.Components {
+			if c.Name == ImageEncoder {
+				clipSeconds[name] = c.ComputeS
+			}
+		}
+	}
+	if r := clipSeconds["wan2.1-flf2v-14b"] / clipSeconds["wan2.1-i2v-14b"]; r < 1.8 || r > 2.2 {
+		t.Errorf("FLF2V's image encoder computes %.2fx I2V's (%v), want about 2 (two images)", r, clipSeconds)
+	}
+	p := mustBuiltin(t, "wan2.2-i2v-a14b")
+	if p.ImageMode != ImageThenZeros || p.Component(ImageEncoder) != nil || p.Component(Transformer2) == nil {
+		t.Errorf("wan2.2-i2v-a14b: image mode %v, components %v; want the image-then-zeros condition, two experts, no image encoder",
+			p.ImageMode, p.ComponentNames())
+	}
+}

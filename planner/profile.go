@@ -346,6 +346,8 @@ func builtin(name string) (*Profile, error) {
 		if err := p.AddImageEncoder(*w.ImageEncoder, dtype.F32); err != nil {
 			return nil, err
 		}
+	}
+	if w.ImageEncoder != nil || w.ImageToVideo {
 		if err := p.SetImageMode(ImageThenZeros, w.VAE); err != nil {
 			return nil, err
 		}

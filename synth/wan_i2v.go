@@ -9,7 +9,7 @@ import (
 // architecture: expand_timesteps in model_index.json (TI2V-5B, whose
 // transformer follows Arch.DType), and for Wan 2.1 I2V the
 // WanImageToVideoPipeline class with its CLIP image encoder and the
-// CLIPImageProcessor config.
+// CLIPImageProcessor config (Wan 2.2 I2V: the class without them).
 func addImageToVideo(a *Arch, c catalog.Wan) {
 	if c.ExpandTimesteps {
 		if a.Settings == nil {
@@ -20,10 +20,19 @@ func addImageToVideo(a *Arch, c catalog.Wan) {
 		a.Components[1].DType = c.Storage // the text encoder, as published
 		a.DType = c.TransformerDType()
 	}
-	if c.ImageEncoder == nil {
+	if c.ImageEncoder == nil && !c.ImageToVideo {
 		return
 	}
 	a.Class = "WanImageToVideoPipeline"
+	if c.ImageEncoder == nil {
+		// Wan 2.2 I2V: model_index.json declares no image encoder.
+		if a.Settings == nil {
+			a.Settings = map[string]any{}
+		}
+		a.Settings["image_encoder"] = []any{nil, nil}
+		a.Settings["image_processor"] = []any{nil, nil}
+		return
+	}
 	enc := *c.ImageEncoder
 	cfg := map[string]any{"architectures": []string{"CLIPVisionModel"}, "model_type": "clip_vision_model",
 		"hidden_size": enc.HiddenSize, "intermediate_size": enc.IntermediateSize, "num_hidden_layers": enc.NumHiddenLayers,

@@ -6,10 +6,11 @@ import (
 	"ferry/dtype"
 )
 
-// TestImageToVideoArchs: the TI2V-5B and Wan 2.1 I2V-14B folders have the
-// published layout: class, model_index settings, components and sizes
-// (5.0B transformer parameters in float32 for TI2V; 16.4B with the image
-// layers for I2V-14B, whose CLIP ViT-H/14 has 632M in float32).
+// TestImageToVideoArchs: the TI2V-5B, Wan 2.1 I2V-14B and FLF2V-14B and
+// Wan 2.2 I2V-A14B folders have the published layout: class, model_index
+// settings, components and sizes (5.0B transformer parameters in float32
+// for TI2V; 16.4B with the image layers for I2V-14B and FLF2V, whose CLIP
+// ViT-H/14 has 632M in float32; 14.3B per float32 expert for I2V-A14B).
 func TestImageToVideoArchs(t *testing.T) {
 	cases := []struct {
 		arch, class string
@@ -23,6 +24,12 @@ func TestImageToVideoArchs(t *testing.T) {
 		{"wan2.1-i2v-14b", "WanImageToVideoPipeline", false,
 			[]string{"scheduler", "text_encoder", "tokenizer", "transformer", "vae", "image_encoder", "image_processor"},
 			[2]float64{16.3, 16.6}, dtype.BF16},
+		{"wan2.1-flf2v-14b", "WanImageToVideoPipeline", false,
+			[]string{"scheduler", "text_encoder", "tokenizer", "transformer", "vae", "image_encoder", "image_processor"},
+			[2]float64{16.3, 16.6}, dtype.BF16},
+		{"wan2.2-i2v-a14b", "WanImageToVideoPipeline", false,
+			[]string{"scheduler", "text_encoder", "tokenizer", "transformer", "transformer_2", "vae"},
+			[2]float64{14.2, 14.4}, dtype.F32},
 	}
 	for _, c := range cases {
 		t.Run(c.arch, func(t *testing.T) {

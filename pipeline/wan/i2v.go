@@ -23,6 +23,12 @@ import (
 //   - TI2V-5B (expand_timesteps): the VAE encodes the image alone; its
 //     latents replace the first latent frame before every transformer call
 //     and after the loop, and that frame's tokens are at timestep 0.
+//
+// A last frame (last_image) joins the first: the VAE encodes the image,
+// black frames, then the last image, and the mask is 1 on the last video
+// frame too. Wan 2.1 FLF2V's transformer (pos_embed_seq_len) takes both
+// images' CLIP states as one sequence, so it needs the last frame; Wan
+// 2.2 I2V (no image encoder) takes it or not.
 const (
 	// ImageToVideoClass is the pipeline class of image-to-video folders.
 	ImageToVideoClass = "WanImageToVideoPipeline"
@@ -106,6 +112,50 @@ func (p *Pipeline) SetImageMode(on bool) error {
 // HasImageEncoder says the pipeline runs a CLIP image encoder.
 func (p *Pipeline) HasImageEncoder() bool { return p.ext.img.model != nil }
 
+// NeedsLastImage says every request needs a last frame: a Wan 2.1 FLF2V
+// folder, whose image embedder joins two images' states
+// (pos_embed_seq_len), as the reference fails with one image.
+func (p *Pipeline) NeedsLastImage() bool {
+	return p.HasImageEncoder() && p.transformer.Config().PosEmbedSeqLen != nil
+}
+
+// AcceptsLastImage says a request may give a last frame: FLF2V folders,
+// and image-to-video folders without an image encoder (Wan 2.2 I2V). A
+// Wan 2.1 I2V transformer takes one image's states (the reference fails
+// on two); TI2V conditions on its first frame only (the reference ignores
+// a last image there).
+func (p *Pipeline) AcceptsLastImage() bool {
+	return p.ext.i2vClass && !p.ext.expand && (!p.HasImageEncoder() || p.NeedsLastImage())
+}
+
+// CheckImages checks a request's images against the folder before
+// anything runs: an image-to-video request needs a first image, a last
+// frame needs a folder that takes one and a video of more than one frame,
+// and an FLF2V folder needs the last frame.
+func (p *Pipeline) CheckImages(r Request) error {
+	if !p.ext.i2v {
+		if r.Image != nil || r.LastImage != nil {
+			return fmt.Errorf("this folder is a text-to-video pipeline; an image needs an image-to-video folder (%s) or a TI2V one", ImageToVideoClass)
+		}
+		return nil
+	}
+	switch {
+	case r.Image == nil:
+		return fmt.Errorf("image-to-video needs an image (--image FILE.png|.jpg)")
+	case r.LastImage != nil && !p.AcceptsLastImage():
+		why := "a Wan 2.1 I2V transformer takes one image's embeddings"
+		if p.ext.expand {
+			why = "a TI2V model conditions on its first frame only"
+		}
+		return fmt.Errorf("a last frame (--last-image) needs a first-last-frame folder (Wan 2.1 FLF2V: pos_embed_seq_len) or a Wan 2.2 I2V one; %s: drop --last-image", why)
+	case r.LastImage != nil && r.Frames < 2:
+		return fmt.Errorf("a last frame (--last-image) needs a video of more than one frame, got %d: use --frames 5 or more", r.Frames)
+	case r.LastImage == nil && p.NeedsLastImage():
+		return fmt.Errorf("this first-last-frame folder (FLF2V: pos_embed_seq_len %d) needs a last frame too: add --last-image FILE.png|.jpg", *p.transformer.Config().PosEmbedSeqLen)
+	}
+	return nil
+}
+
 // ComponentNames lists the components that hold weights, in the order
 // they run.
 func (p *Pipeline) ComponentNames() []string {
@@ -120,15 +170,16 @@ func (p *Pipeline) ComponentNames() []string {
 // image, as the reference orders them.
 func (p *Pipeline) prepareImage(rt *pipeline.Runtime, r Request, out *Output) error {
 	p.ext.cond = nil
-	if !p.ext.i2v {
-		return nil
-	}
-	if r.Image == nil {
-		return fmt.Errorf("image-to-video needs an image (--image FILE.png|.jpg)")
+	if err := p.CheckImages(r); err != nil || !p.ext.i2v {
+		return err
 	}
 	c := &condition{}
 	if p.HasImageEncoder() {
-		if err := p.encodeImage(rt, r.Image, c); err != nil {
+		images := []*imageproc.RGB{r.Image}
+		if r.LastImage != nil {
+			images = append(images, r.LastImage)
+		}
+		if err := p.encodeImages(rt, images, c); err != nil {
 			return err
 		}
 		if out.KeepIntermediates {
@@ -144,22 +195,30 @@ func (p *Pipeline) prepareImage(rt *pipeline.Runtime, r Request, out *Output) er
 	} else {
 		c.channels = p.maskedCondition(r, lat)
 	}
+	if out.KeepIntermediates {
+		out.Condition = append(c.first, c.channels...)
+	}
 	p.ext.cond = c
 	return nil
 }
 
-// encodeImage is encode_image: CLIPImageProcessor, then the tower's
-// hidden_states[-2].
-func (p *Pipeline) encodeImage(rt *pipeline.Runtime, img *imageproc.RGB, c *condition) error {
+// encodeImages is encode_image: CLIPImageProcessor on each image, then
+// the tower's hidden_states[-2] for the batch of them ([n, tokens, dim];
+// FLF2V's first and last frame are a batch of two).
+func (p *Pipeline) encodeImages(rt *pipeline.Runtime, images []*imageproc.RGB, c *condition) error {
 	end := rt.Phase(pipeline.PhaseText)
 	defer end()
-	px, _, _, err := imageproc.CLIPPreprocess(img, p.ext.img.proc)
-	if err != nil {
-		return fmt.Errorf("image processor: %w", err)
+	var px []float32
+	for _, img := range images {
+		one, _, _, err := imageproc.CLIPPreprocess(img, p.ext.img.proc)
+		if err != nil {
+			return fmt.Errorf("image processor: %w", err)
+		}
+		px = append(px, one...)
 	}
 	ex := rt.Exec
 	ops := ex.Ops(ImageEncoder)
-	h, err := p.ext.img.model.Encode(ex, ops, px, 1)
+	h, err := p.ext.img.model.Encode(ex, ops, px, len(images))
 	ex.Done(ImageEncoder)
 	if err != nil {
 		return fmt.Errorf("image encoder: %w", err)
@@ -183,8 +242,9 @@ func vaeImage(img *imageproc.RGB, w, h int) ([]float32, error) {
 }
 
 // encodeCondition encodes the VAE's condition video (the image alone for
-// TI2V; the image then F−1 zero frames for Wan 2.1) and returns the
-// posterior mean, normalised: [1, z, T', h, w] with T' 1 or T.
+// TI2V; the image then F−1 zero frames for Wan 2.1, the last of them the
+// last image when the request gives one) and returns the posterior mean,
+// normalised: [1, z, T', h, w] with T' 1 or T.
 func (p *Pipeline) encodeCondition(rt *pipeline.Runtime, r Request) ([]float32, error) {
 	// Timed with the conditioning (text and image encoders), as the
 	// planner predicts it: the VAE phase is the decode.
@@ -198,11 +258,21 @@ func (p *Pipeline) encodeCondition(rt *pipeline.Runtime, r Request) ([]float32, 
 	if p.ext.expand {
 		frames = 1
 	}
-	// [1, 3, F, H, W]: frame 0 is the image, later frames are zero.
+	var last []float32
+	if r.LastImage != nil && !p.ext.expand {
+		if last, err = vaeImage(r.LastImage, r.Width, r.Height); err != nil {
+			return nil, err
+		}
+	}
+	// [1, 3, F, H, W]: frame 0 is the image, later frames are zero but
+	// the last frame, which is the last image when there is one.
 	plane := r.Width * r.Height
 	video := make([]float32, 3*frames*plane)
 	for ch := range 3 {
 		copy(video[ch*frames*plane:], px[ch*plane:(ch+1)*plane])
+		if last != nil {
+			copy(video[((ch+1)*frames-1)*plane:], last[ch*plane:(ch+1)*plane])
+		}
 	}
 	holder, ex := p.on(VAE, rt)
 	vae := holder.vae
@@ -230,21 +300,29 @@ func (p *Pipeline) encodeCondition(rt *pipeline.Runtime, r Request) ([]float32, 
 }
 
 // maskedCondition is Wan 2.1's condition [1, s+z, T, h, w]: s mask
-// channels (s the VAE's temporal scale, 4) that are 1 on the first latent
-// frame and 0 after it, then the image's latents. The reference builds
-// the mask per video frame (1 for frame 0, repeated s times so that the
-// first latent frame has s of them, 0 for the rest) and folds each latent
-// frame's s frames into channels: every channel of latent frame 0 is 1.
+// channels (s the VAE's temporal scale, 4), then the image's latents. The
+// reference builds the mask per video frame (1 for frame 0 and, with a
+// last image, for frame F−1; 0 for the rest), repeats frame 0's s times
+// so that the first latent frame has s of them, and folds each latent
+// frame's s frames into channels: every channel of latent frame 0 is 1,
+// and with a last image channel s−1 of the last latent frame (its last
+// video frame) is 1 too.
 func (p *Pipeline) maskedCondition(r Request, lat []float32) []float32 {
 	shape := p.latentShape(r)
 	t, hw := shape[2], shape[3]*shape[4]
 	s := p.vaeCfg.TemporalScale()
 	out := make([]float32, (s+p.ZDim())*t*hw)
-	for ch := range s {
-		plane := out[ch*t*hw:]
-		for i := range hw {
+	ones := func(ch, frame int) {
+		plane := out[(ch*t+frame)*hw:][:hw]
+		for i := range plane {
 			plane[i] = 1
 		}
+	}
+	for ch := range s {
+		ones(ch, 0)
+	}
+	if r.LastImage != nil && t > 1 {
+		ones(s-1, t-1)
 	}
 	copy(out[s*t*hw:], lat)
 	return out
@@ -309,8 +387,10 @@ func (p *Pipeline) transformerForward(rt *pipeline.Runtime, ops *tensor.Ops, in 
 		inputs.Timesteps = nil
 	}
 	if c := p.ext.cond; c != nil && c.embeds != nil {
+		// One copy of the images' states per sample: [b·n, tokens, dim]
+		// for n images (FLF2V's model joins each sample's two).
 		shape := append([]int(nil), c.embedShape...)
-		shape[0] = b
+		shape[0] *= b
 		all := make([]float32, 0, b*len(c.embeds))
 		for range b {
 			all = append(all, c.embeds...)

@@ -21,6 +21,13 @@ import (
 // attention).
 func tinyI2V(t *testing.T) string {
 	t.Helper()
+	return tinyI2VWith(t, nil)
+}
+
+// tinyI2VWith is tinyI2V with edit applied to its catalog entry (nil:
+// none) before it is written.
+func tinyI2VWith(t *testing.T, edit func(*catalog.Wan)) string {
+	t.Helper()
 	w := catalog.WanTiny()
 	w.Name = "wan-tiny-i2v"
 	enc := clipvision.Config{ModelType: "clip_vision_model", HiddenSize: 32, IntermediateSize: 64, NumHiddenLayers: 3,
@@ -29,11 +36,20 @@ func tinyI2V(t *testing.T) string {
 	imageDim, kv := enc.HiddenSize, w.Transformer.InnerDim()
 	w.Transformer.ImageDim, w.Transformer.AddedKVProjDim = &imageDim, &kv
 	w.Transformer.InChannels = 2*w.VAE.ZDim + 4
+	if edit != nil {
+		edit(&w)
+	}
+	return writeTiny(t, w)
+}
+
+// writeTiny writes the folder of w in float32 and returns its path.
+func writeTiny(t *testing.T, w catalog.Wan) string {
+	t.Helper()
 	arch, err := synth.Wan(w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "i2v")
+	dir := filepath.Join(t.TempDir(), w.Name)
 	if err := synth.Write(dir, arch, synth.Options{Seed: 3, DType: dtype.F32}); err != nil {
 		t.Fatal(err)
 	}

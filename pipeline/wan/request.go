@@ -44,6 +44,11 @@ type Request struct {
 	// ImageFile is where it came from, for the report.
 	Image     *imageproc.RGB `json:"-"`
 	ImageFile string         `json:"image,omitempty"`
+	// LastImage is the last frame's image (diffusers' last_image): the
+	// video runs from Image to it. Wan 2.1 FLF2V folders need it; Wan 2.2
+	// I2V folders (no image encoder) take it.
+	LastImage     *imageproc.RGB `json:"-"`
+	LastImageFile string         `json:"last_image,omitempty"`
 }
 
 // Defaults fills unset fields with WanPipeline's __call__ defaults and

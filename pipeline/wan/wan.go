@@ -284,7 +284,11 @@ type Output struct {
 	PromptEmbeds []float32
 	StepLatents  [][]float32
 	// ImageEmbeds are the image encoder's hidden states (Wan 2.1 I2V).
-	ImageEmbeds       []float32
+	ImageEmbeds []float32
+	// Condition is the image-to-video condition: the mask channels and the
+	// condition video's latents [s+z, T, h, w] (Wan 2.1, Wan 2.2 I2V), or
+	// the image's latent frame [z, h·w] (TI2V).
+	Condition         []float32
 	KeepIntermediates bool
 	// StepExpert names the transformer that ran each step.
 	StepExpert []string
