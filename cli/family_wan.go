@@ -68,8 +68,8 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 	if err := p.CheckSize(r); err != nil {
 		return nil, asUser(err)
 	}
-	if err := p.CheckImages(r); err != nil {
-		return nil, asUser(err)
+	if err := checkImages(p, r); err != nil {
+		return nil, err
 	}
 	for _, list := range []struct {
 		flag  string

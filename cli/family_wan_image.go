@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 
 	"ferry/imageproc"
@@ -40,6 +41,17 @@ func readImages(p *wan.Pipeline, r *wan.Request, path, last string) error {
 	}
 	r.LastImageFile = last
 	return nil
+}
+
+// checkImages is Pipeline.CheckImages, naming the flag to change.
+func checkImages(p *wan.Pipeline, r wan.Request) error {
+	err := p.CheckImages(r)
+	var ie *wan.ImageError
+	if errors.As(err, &ie) {
+		flag := map[string]string{"image": "--image", "last_image": "--last-image", "frames": "--frames"}[ie.Input]
+		return userf("%s: %s", flag, ie.Msg)
+	}
+	return asUser(err)
 }
 
 // planImage makes the profile of a folder that runs this request as image

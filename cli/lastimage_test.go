@@ -16,17 +16,7 @@ import (
 // is one line and exit 2: no first image, a folder that takes no last
 // frame, an unreadable file, a one-frame video.
 func TestLastImage(t *testing.T) {
-	w := catalog.WanTinyMoE()
-	w.Name, w.ImageToVideo = "wan-tiny-i2v-moe", true
-	w.Transformer.InChannels = 2*w.VAE.ZDim + 4
-	arch, err := synth.Wan(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i2v := filepath.Join(t.TempDir(), "i2v-moe")
-	if err := synth.Write(i2v, arch, synth.Options{DType: dtype.BF16, Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
+	i2v := tinyI2VMoE(t)
 	golden := filepath.Join("..", "pipeline", "wan", "testdata")
 	first := filepath.Join(golden, "wan21_i2v_pipeline", "image.png")
 	last := filepath.Join(golden, "wan22_ti2v_i2v_pipeline", "image.png")
@@ -65,4 +55,23 @@ func TestLastImage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tinyI2VMoE writes Wan 2.2 I2V A14B's layout at wan-tiny's sizes (a
+// WanImageToVideoPipeline with two experts and no image encoder) and
+// returns its folder, named i2v-moe.
+func tinyI2VMoE(t *testing.T) string {
+	t.Helper()
+	w := catalog.WanTinyMoE()
+	w.Name, w.ImageToVideo = "wan-tiny-i2v-moe", true
+	w.Transformer.InChannels = 2*w.VAE.ZDim + 4
+	arch, err := synth.Wan(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "i2v-moe")
+	if err := synth.Write(dir, arch, synth.Options{DType: dtype.BF16, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

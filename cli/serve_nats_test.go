@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,6 +153,49 @@ func TestServeNATSApiAndWorker(t *testing.T) {
 	}
 	if counts["progress"] < 3 || counts["completed"] != 1 || evs[len(evs)-1] != "completed" {
 		t.Fatalf("events on the API node: %v", evs)
+	}
+}
+
+// TestServeNATSImageJob: an image-to-video job posted to the API node runs
+// on a worker with its own data folder: the image travels through
+// JetStream's object store with the job.
+func TestServeNATSImageJob(t *testing.T) {
+	model := tinyI2VMoE(t)
+	natsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	api := serveNode(t, "--models", model, "--nats", "embedded", "--nats-listen", natsAddr, "--role", "api")
+	serveNode(t, "--models", model, "--nats", "nats://"+natsAddr, "--role", "worker", "--worker-name", "w1")
+	img, err := os.ReadFile(filepath.Join("..", "pipeline", "wan", "testdata", "wan21_i2v_pipeline", "image.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"model":"i2v-moe","prompt":"a red fox","size":"32x32","num_frames":5,"num_inference_steps":2,"guidance_scale":1,"seed":7,` +
+		`"input_reference":"data:image/png;base64,` + base64.StdEncoding.EncodeToString(img) + `"}`
+	resp, err := http.Post(api+"/v1/videos", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job struct {
+		ID     string          `json:"id"`
+		Status string          `json:"status"`
+		Error  json.RawMessage `json:"error"`
+	}
+	json.NewDecoder(resp.Body).Decode(&job)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || job.ID == "" {
+		t.Fatalf("submit: %d %+v", resp.StatusCode, job)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for job.Status != "completed" {
+		if job.Status == "failed" || job.Status == "cancelled" || time.Now().After(deadline) {
+			t.Fatalf("job %s ended %q: %s", job.ID, job.Status, job.Error)
+		}
+		time.Sleep(50 * time.Millisecond)
+		r, err := http.Get(api + "/v1/videos/" + job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(r.Body).Decode(&job)
+		r.Body.Close()
 	}
 }
 

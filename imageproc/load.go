@@ -1,6 +1,7 @@
 package imageproc
 
 import (
+	"bytes"
 	"fmt"
 	"image"
 	"image/jpeg"
@@ -16,37 +17,66 @@ import (
 // PNG samples are exact; JPEG goes through Go's decoder, whose IDCT and
 // chroma upsampling can differ from libjpeg's by a level or two.
 func Load(path string) (*RGB, error) {
-	var decode func(io.Reader) (image.Image, error)
-	var header func(io.Reader) (image.Config, error)
-	switch ext := strings.ToLower(filepath.Ext(path)); ext {
-	case ".png":
-		decode, header = png.Decode, png.DecodeConfig
-	case ".jpg", ".jpeg":
-		decode, header = jpeg.Decode, jpeg.DecodeConfig
-	default:
-		return nil, fmt.Errorf("%s: cannot read %q images (want .png, .jpg or .jpeg)", path, ext)
+	f, ok := formats[strings.ToLower(filepath.Ext(path))]
+	if !ok {
+		return nil, fmt.Errorf("%s: cannot read %q images (want .png, .jpg or .jpeg)", path, filepath.Ext(path))
 	}
-	f, err := os.Open(path)
+	file, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	// The size comes from the header before anything is decoded: the
-	// decoders allocate the whole image first, so a few bytes claiming
-	// 60000x60000 pixels ran the process out of memory.
-	cfg, err := header(f)
+	defer file.Close()
+	img, err := f.read(file)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a readable image: %w", path, err)
-	}
-	if err := checkSize(cfg.Width, cfg.Height); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
+	return img, nil
+}
+
+// Decode reads a PNG or JPEG held in memory (an upload), told apart by
+// its first bytes, as Load reads a file.
+func Decode(data []byte) (*RGB, error) {
+	name := ""
+	switch {
+	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
+		name = ".png"
+	case bytes.HasPrefix(data, []byte{0xff, 0xd8, 0xff}):
+		name = ".jpg"
+	default:
+		return nil, fmt.Errorf("not a PNG or JPEG image")
+	}
+	return formats[name].read(bytes.NewReader(data))
+}
+
+// format is one image format's header and image decoders.
+type format struct {
+	decode func(io.Reader) (image.Image, error)
+	header func(io.Reader) (image.Config, error)
+}
+
+var formats = map[string]format{
+	".png":  {png.Decode, png.DecodeConfig},
+	".jpg":  {jpeg.Decode, jpeg.DecodeConfig},
+	".jpeg": {jpeg.Decode, jpeg.DecodeConfig},
+}
+
+// read decodes one image. The size comes from the header before anything
+// is decoded: the decoders allocate the whole image first, so a few bytes
+// claiming 60000x60000 pixels ran the process out of memory.
+func (f format) read(r io.ReadSeeker) (*RGB, error) {
+	cfg, err := f.header(r)
+	if err != nil {
+		return nil, fmt.Errorf("not a readable image: %w", err)
+	}
+	if err := checkSize(cfg.Width, cfg.Height); err != nil {
 		return nil, err
 	}
-	img, err := decode(f)
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	img, err := f.decode(r)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a readable image: %w", path, err)
+		return nil, fmt.Errorf("not a readable image: %w", err)
 	}
 	return FromImage(img), nil
 }

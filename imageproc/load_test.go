@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -123,4 +124,66 @@ func pngHeader(w, h uint32) []byte {
 	out = append(out, chunk("IHDR", ihdr)...)
 	out = append(out, chunk("IDAT", z.Bytes())...)
 	return append(out, chunk("IEND", nil)...)
+}
+
+// TestDecode: an upload decodes as the same file loads, PNG and JPEG told
+// apart by their first bytes; garbage and huge headers are refused.
+func TestDecode(t *testing.T) {
+	for _, name := range []string{"wan21_i2v_image.png"} {
+		path := filepath.Join("testdata", name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Width != want.Width || got.Height != want.Height || string(got.Pix) != string(want.Pix) {
+			t.Errorf("%s: Decode differs from Load", name)
+		}
+	}
+	var jpg bytes.Buffer
+	src := image.NewRGBA(image.Rect(0, 0, 8, 4))
+	if err := jpeg.Encode(&jpg, src, nil); err != nil {
+		t.Fatal(err)
+	}
+	if img, err := Decode(jpg.Bytes()); err != nil || img.Width != 8 || img.Height != 4 {
+		t.Errorf("JPEG: %v, %v", img, err)
+	}
+	for _, c := range []struct {
+		data    []byte
+		mention string
+	}{
+		{[]byte("GIF89a"), "not a PNG or JPEG"},
+		{nil, "not a PNG or JPEG"},
+		{pngHeader(60000, 60000), "too large"},
+		{[]byte("\x89PNG\r\n\x1a\nrest"), "not a readable image"},
+	} {
+		if _, err := Decode(c.data); err == nil || !strings.Contains(err.Error(), c.mention) {
+			t.Errorf("%q: error %v, want one mentioning %q", c.data[:min(len(c.data), 12)], err, c.mention)
+		}
+	}
+}
+
+// FuzzDecode: any bytes decode to an image or an error, never a panic or
+// an allocation the header did not allow.
+func FuzzDecode(f *testing.F) {
+	data, err := os.ReadFile(filepath.Join("testdata", "wan21_i2v_image.png"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Add(pngHeader(3, 2))
+	f.Add([]byte{0xff, 0xd8, 0xff, 0xe0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		img, err := Decode(b)
+		if err == nil && (img.Width <= 0 || img.Height <= 0 || len(img.Pix) != 3*img.Width*img.Height) {
+			t.Fatalf("decoded %dx%d with %d samples", img.Width, img.Height, len(img.Pix))
+		}
+	})
 }

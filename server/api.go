@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ import (
 // enough that a request cannot make the planner or tokenizer do absurd
 // work.
 const (
-	maxBodyBytes  = 1 << 20
+	maxBodyBytes  = 2*maxImageBytes*4/3 + 1<<20 // two images in base64, and the rest
 	maxPromptLen  = 20000
 	maxSide       = 8192
 	maxFrames     = 1025
@@ -46,7 +47,7 @@ type VideoRequest struct {
 	Width             int      `json:"width,omitempty"`
 	Height            int      `json:"height,omitempty"`
 	NumFrames         int      `json:"num_frames,omitempty"`
-	Seconds           float64  `json:"seconds,omitempty"`
+	Seconds           seconds  `json:"seconds,omitempty"`
 	FPS               float64  `json:"fps,omitempty"`
 	Seed              *uint64  `json:"seed,omitempty"`
 	NegativePrompt    string   `json:"negative_prompt,omitempty"`
@@ -75,6 +76,29 @@ type VideoRequest struct {
 	// LoRA2 is lora for the low-noise expert (transformer_2) of a Wan 2.2
 	// A14B model, as `ferry generate --lora-2`.
 	LoRA2 json.RawMessage `json:"lora_2,omitempty"`
+	// InputReference is the first frame's image of an image-to-video
+	// model (OpenAI's input_reference), a PNG or JPEG as a data URL
+	// ("data:image/png;base64,...") or base64; LastImage the last frame's
+	// (diffusers' last_image) of a first-last-frame model (images.go).
+	InputReference string `json:"input_reference,omitempty"`
+	LastImage      string `json:"last_image,omitempty"`
+}
+
+// seconds is a clip's length: a number, or the string OpenAI's API and
+// SDKs send ("4", "8").
+type seconds float64
+
+func (s *seconds) UnmarshalJSON(b []byte) error {
+	text := string(b)
+	if unq, err := strconv.Unquote(text); err == nil {
+		text = unq
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
+	if err != nil {
+		return &json.UnmarshalTypeError{Value: "seconds " + string(b), Type: reflect.TypeOf(0.0)}
+	}
+	*s = seconds(v)
+	return nil
 }
 
 // Budgets lower the server's budgets for one request ("8GiB" or bytes).
@@ -111,6 +135,13 @@ type spec struct {
 	// LoRAs2 are the low-noise expert's (lora_2).
 	LoRAs2 []loraRef `json:"loras_2,omitempty"`
 	loras2 []wan.LoRA
+	// Image and LastImage say the job stored those inputs
+	// (queue.PutInput); image and lastImage hold them, read at admission
+	// and again at dispatch (never journaled).
+	Image     bool `json:"image,omitempty"`
+	LastImage bool `json:"last_image,omitempty"`
+	image     *upload
+	lastImage *upload
 }
 
 // Variants of a job's content.
@@ -229,6 +260,13 @@ func (r VideoRequest) toSpec() (spec, error) {
 	if s.LoRAs2, err = parseLoRAs("lora_2", r.LoRA2); err != nil {
 		return s, err
 	}
+	if s.image, err = decodeImage("input_reference", r.InputReference); err != nil {
+		return s, err
+	}
+	if s.lastImage, err = decodeImage("last_image", r.LastImage); err != nil {
+		return s, err
+	}
+	s.Image, s.LastImage = s.image != nil, s.lastImage != nil
 	return s, nil
 }
 
@@ -278,12 +316,12 @@ func (r VideoRequest) shape(s *spec) error {
 		s.FPS = defaultFPS
 	}
 	f := r.NumFrames
-	if f == 0 && r.Seconds != 0 {
-		if math.IsNaN(r.Seconds) || r.Seconds < 0 || r.Seconds*s.FPS > maxFrames {
+	if sec := float64(r.Seconds); f == 0 && sec != 0 {
+		if math.IsNaN(sec) || sec < 0 || sec*s.FPS > maxFrames {
 			return badField("seconds", "want a duration of at most %d frames at %g fps", maxFrames, s.FPS)
 		}
 		// The nearest 4k+1 frame count to seconds·fps.
-		f = int(math.Round((r.Seconds*s.FPS-1)/4))*4 + 1
+		f = int(math.Round((sec*s.FPS-1)/4))*4 + 1
 		f = max(f, 1)
 	}
 	if f == 0 {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 
 func TestAPIErrors(t *testing.T) {
 	h := start(t, Config{NoWorker: true})
-	big := strings.Repeat("x", 2<<20)
+	big := strings.Repeat("x", maxBodyBytes)
 	cases := []struct {
 		name, method, path, body string
 		code                     int
@@ -137,5 +138,40 @@ func FuzzCreate(f *testing.F) {
 			t.Fatalf("%d %s for %q", code, data, body)
 		}
 		errorCode(t, data)
+	})
+}
+
+// TestSecondsAsString: seconds is a number or, as OpenAI's API types it,
+// a string holding one.
+func TestSecondsAsString(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want float64
+		bad  bool
+	}{{`{"seconds":8}`, 8, false}, {`{"seconds":"8"}`, 8, false}, {`{"seconds":" 2.5 "}`, 2.5, false},
+		{`{"seconds":"eight"}`, 0, true}, {`{"seconds":true}`, 0, true}} {
+		r, err := decodeRequest([]byte(c.body))
+		var fe *fieldError
+		switch {
+		case c.bad && (!errors.As(err, &fe) || fe.param != "seconds"):
+			t.Errorf("%s: error %v, want one naming seconds", c.body, err)
+		case !c.bad && (err != nil || float64(r.Seconds) != c.want):
+			t.Errorf("%s: %v, %v; want %g", c.body, r.Seconds, err, c.want)
+		}
+	}
+}
+
+// FuzzDecodeForm: any multipart body decodes to a request or a field
+// error, never a panic.
+func FuzzDecodeForm(f *testing.F) {
+	f.Add("--B\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\na fox\r\n--B--\r\n")
+	f.Add("--B\r\nContent-Disposition: form-data; name=\"input_reference\"; filename=\"a.png\"\r\n\r\n\x89PNG\r\n--B--\r\n")
+	f.Add("--B\r\nContent-Disposition: form-data; name=\"outputs\"\r\n\r\nplan\r\n--B\r\nContent-Disposition: form-data; name=\"outputs\"\r\n\r\nchart\r\n--B--\r\n")
+	f.Fuzz(func(t *testing.T, body string) {
+		_, err := decodeBody("multipart/form-data; boundary=B", []byte(body))
+		var fe *fieldError
+		if err != nil && !errors.As(err, &fe) {
+			t.Fatalf("error %v is no field error", err)
+		}
 	})
 }

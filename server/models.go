@@ -119,9 +119,9 @@ func (ms *models) open(m *model) error {
 	if err != nil {
 		return fmt.Errorf("model %s: %w", m.name, err)
 	}
-	if f.Class != "WanPipeline" {
+	if f.Class != "WanPipeline" && f.Class != wan.ImageToVideoClass {
 		f.Close()
-		return fmt.Errorf("model %s: pipeline class %q is not served (WanPipeline is)", m.name, f.Class)
+		return fmt.Errorf("model %s: pipeline class %q is not served (WanPipeline and %s are)", m.name, f.Class, wan.ImageToVideoClass)
 	}
 	pp, err := wan.Open(f)
 	if err != nil {
@@ -147,6 +147,12 @@ func wanRequest(s spec) wan.Request {
 	r := wan.Request{Prompt: s.Prompt, NegativePrompt: s.NegativePrompt, Height: s.Height, Width: s.Width,
 		Frames: s.Frames, Steps: s.Steps, Guidance: s.Guidance, FlowShift: s.FlowShift, Seed: s.Seed, MaxSeqLen: 512,
 		LoRAs: s.loras, LoRAs2: s.loras2, Guidance2: s.Guidance2}
+	if s.image != nil {
+		r.Image = s.image.img
+	}
+	if s.lastImage != nil {
+		r.LastImage = s.lastImage.img
+	}
 	r.Defaults()
 	return r
 }
@@ -229,6 +235,9 @@ func (ms *models) admit(s spec) (planner.Prediction, error) {
 		return planner.Prediction{}, err
 	}
 	if err := checkExperts(m, s); err != nil {
+		return planner.Prediction{}, err
+	}
+	if err := checkImages(m, s); err != nil {
 		return planner.Prediction{}, err
 	}
 	if err := ms.loadLoRAs(m, &s, m.planPipe.CheckLoRA); err != nil {

@@ -77,6 +77,10 @@ func (s *Server) warmUp(w warmReq) error {
 	if err != nil {
 		return err
 	}
+	if err := warmImages(m, &sp); err != nil {
+		s.models.release(m, true, w.keep, 0)
+		return err
+	}
 	m.ctx.use(s.ctx, nil)
 	_, err = m.runPipe.Generate(m.rt, wanRequest(sp), false)
 	m.ctx.use(nil, nil)
@@ -224,6 +228,10 @@ func (s *Server) runJob(j queue.Job, l queue.Lease) {
 	var sp spec
 	if err := json.Unmarshal(j.Request, &sp); err != nil {
 		s.finish(run, queue.StatusFailed, &queue.JobError{Code: queue.CodeBadRequest, Message: "stored request unreadable: " + err.Error()}, queue.Peaks{})
+		return
+	}
+	if err := s.loadImages(ctx, j.ID, &sp); err != nil {
+		s.finish(run, queue.StatusFailed, &queue.JobError{Code: queue.CodeInternal, Message: err.Error()}, queue.Peaks{})
 		return
 	}
 	m, pred, err := s.models.acquire(&sp)

@@ -335,7 +335,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", "", "could not read the body: "+err.Error())
 		return
 	}
-	req, err := decodeRequest(body)
+	req, err := decodeBody(r.Header.Get("Content-Type"), body)
 	var sp spec
 	if err == nil {
 		sp, err = req.toSpec()
@@ -352,7 +352,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	raw, _ := json.Marshal(sp)
 	j := queue.Job{ID: newID(), Model: sp.Model, Request: raw,
 		Predicted: predictedPeaks(pred)}
+	// The images first: a worker may take the job as soon as it is queued.
+	id := j.ID
+	if err := s.putImages(r.Context(), id, sp); err != nil {
+		s.q.DropInputs(context.Background(), id)
+		writeError(w, http.StatusInternalServerError, "internal_error", "", err.Error())
+		return
+	}
 	j, _, err = s.q.Submit(r.Context(), j)
+	if err != nil {
+		s.q.DropInputs(context.Background(), id)
+	}
 	if errors.Is(err, queue.ErrQueueFull) {
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter()))
 		writeError(w, http.StatusServiceUnavailable, "queue_full", "", fmt.Sprintf("the queue is full (%d jobs); retry later", s.cfg.MaxQueue))

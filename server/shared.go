@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 
+	"ferry/checkpoint"
 	"ferry/dtype"
 	"ferry/pipeline"
 	"ferry/pipeline/wan"
@@ -69,9 +70,15 @@ func findShared(byName map[string]*model) []*sharedComp {
 		groups := map[string][]*model{}
 		for _, m := range byName {
 			key, err := componentKey(filepath.Join(m.dir, comp))
-			if err == nil {
-				groups[key] = append(groups[key], m)
+			if err != nil {
+				continue
 			}
+			if comp == wan.VAE && imageToVideo(m.dir) {
+				// Its holder must encode images too: text-to-video
+				// folders register the decoder alone.
+				key += "-i2v"
+			}
+			groups[key] = append(groups[key], m)
 		}
 		for key, ms := range groups {
 			if len(ms) < 2 {
@@ -90,6 +97,17 @@ func findShared(byName map[string]*model) []*sharedComp {
 		sort.Slice(m.shared, func(a, b int) bool { return m.shared[a].id < m.shared[b].id })
 	}
 	return out
+}
+
+// imageToVideo says a pipeline folder's model_index.json names the
+// image-to-video class.
+func imageToVideo(dir string) bool {
+	f, err := checkpoint.OpenFolder(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return f.Class == wan.ImageToVideoClass
 }
 
 // componentKey fingerprints a component folder's content: its config and,

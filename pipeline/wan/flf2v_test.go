@@ -1,6 +1,7 @@
 package wan
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -198,7 +199,7 @@ func TestCheckImages(t *testing.T) {
 		{"t2v image", openPipeline(t, "testdata/wan_pipeline/pipeline"), true, false, 5, "text-to-video"},
 		{"t2v last", openPipeline(t, "testdata/wan_pipeline/pipeline"), false, true, 5, "text-to-video"},
 		{"i2v first", openPipeline(t, tinyI2V(t)), true, false, 5, ""},
-		{"i2v none", openPipeline(t, tinyI2V(t)), false, false, 5, "needs an image"},
+		{"i2v none", openPipeline(t, tinyI2V(t)), false, false, 5, "starts from an image"},
 		{"i2v last", openPipeline(t, tinyI2V(t)), true, true, 5, "takes one image's embeddings"},
 		{"ti2v last", ti2v, true, true, 5, "first frame only"},
 		{"flf2v both", openPipeline(t, tinyFLF2V(t)), true, true, 5, ""},
@@ -216,6 +217,10 @@ func TestCheckImages(t *testing.T) {
 				r.LastImage = img
 			}
 			err := c.p.CheckImages(r)
+			var ie *ImageError
+			if err != nil && !errors.As(err, &ie) {
+				t.Fatalf("error %v is no *ImageError", err)
+			}
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("refused: %v", err)

@@ -128,30 +128,43 @@ func (p *Pipeline) AcceptsLastImage() bool {
 	return p.ext.i2vClass && !p.ext.expand && (!p.HasImageEncoder() || p.NeedsLastImage())
 }
 
+// ImageError is a request's image that does not suit the folder. Input
+// names what to change: "image" (the first frame), "last_image" or
+// "frames"; callers name it as their users know it (a flag, a field).
+type ImageError struct {
+	Input string
+	Msg   string
+}
+
+func (e *ImageError) Error() string { return e.Msg }
+
 // CheckImages checks a request's images against the folder before
 // anything runs: an image-to-video request needs a first image, a last
 // frame needs a folder that takes one and a video of more than one frame,
-// and an FLF2V folder needs the last frame.
+// and an FLF2V folder needs the last frame. Errors are *ImageError.
 func (p *Pipeline) CheckImages(r Request) error {
+	bad := func(input, format string, a ...any) error {
+		return &ImageError{Input: input, Msg: fmt.Sprintf(format, a...)}
+	}
 	if !p.ext.i2v {
 		if r.Image != nil || r.LastImage != nil {
-			return fmt.Errorf("this folder is a text-to-video pipeline; an image needs an image-to-video folder (%s) or a TI2V one", ImageToVideoClass)
+			return bad("image", "this folder is a text-to-video pipeline; an image needs an image-to-video folder (%s) or a TI2V one", ImageToVideoClass)
 		}
 		return nil
 	}
 	switch {
 	case r.Image == nil:
-		return fmt.Errorf("image-to-video needs an image (--image FILE.png|.jpg)")
+		return bad("image", "this folder is an image-to-video pipeline: every video starts from an image")
 	case r.LastImage != nil && !p.AcceptsLastImage():
 		why := "a Wan 2.1 I2V transformer takes one image's embeddings"
 		if p.ext.expand {
 			why = "a TI2V model conditions on its first frame only"
 		}
-		return fmt.Errorf("a last frame (--last-image) needs a first-last-frame folder (Wan 2.1 FLF2V: pos_embed_seq_len) or a Wan 2.2 I2V one; %s: drop --last-image", why)
+		return bad("last_image", "a last frame needs a first-last-frame folder (Wan 2.1 FLF2V: pos_embed_seq_len) or a Wan 2.2 I2V one; %s", why)
 	case r.LastImage != nil && r.Frames < 2:
-		return fmt.Errorf("a last frame (--last-image) needs a video of more than one frame, got %d: use --frames 5 or more", r.Frames)
+		return bad("frames", "a last frame needs a video of more than one frame, got %d", r.Frames)
 	case r.LastImage == nil && p.NeedsLastImage():
-		return fmt.Errorf("this first-last-frame folder (FLF2V: pos_embed_seq_len %d) needs a last frame too: add --last-image FILE.png|.jpg", *p.transformer.Config().PosEmbedSeqLen)
+		return bad("last_image", "this first-last-frame folder (FLF2V: pos_embed_seq_len %d) needs a last frame too", *p.transformer.Config().PosEmbedSeqLen)
 	}
 	return nil
 }

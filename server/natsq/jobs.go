@@ -175,6 +175,9 @@ func (q *Queue) Delete(ctx context.Context, id string) error {
 	if err := q.removeOutputs(ctx, id); err != nil {
 		return err
 	}
+	if err := q.DropInputs(ctx, id); err != nil {
+		return err
+	}
 	if err := q.kv.Purge(ctx, id); err != nil {
 		return fmt.Errorf("natsq: delete %s: %w", id, err)
 	}
@@ -223,21 +226,61 @@ func (q *Queue) GetOutput(ctx context.Context, id, variant string) ([]byte, erro
 	return b, nil
 }
 
+// inputName is an input's object: under "in/", apart from the outputs
+// (id/variant), which a re-run or a cancel removes.
+func inputName(id, name string) string { return "in/" + id + "/" + name }
+
+// PutInput implements queue.Queue: an object, atomic as PutOutput's.
+func (q *Queue) PutInput(ctx context.Context, id, name string, data []byte) error {
+	if !validToken(id) || !validVariant(name) {
+		return fmt.Errorf("natsq: put input: bad id or name %q/%q", id, name)
+	}
+	if _, err := q.obs.PutBytes(ctx, inputName(id, name), data); err != nil {
+		return fmt.Errorf("natsq: put input %s/%s: %w", id, name, err)
+	}
+	return nil
+}
+
+// GetInput implements queue.Queue.
+func (q *Queue) GetInput(ctx context.Context, id, name string) ([]byte, error) {
+	if !validToken(id) || !validVariant(name) {
+		return nil, queue.ErrNoInput
+	}
+	b, err := q.obs.GetBytes(ctx, inputName(id, name))
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, queue.ErrNoInput
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsq: get input %s/%s: %w", id, name, err)
+	}
+	return b, nil
+}
+
+// DropInputs implements queue.Queue.
+func (q *Queue) DropInputs(ctx context.Context, id string) error {
+	return q.removeObjects(ctx, inputName(id, ""))
+}
+
 // removeOutputs deletes every stored variant of a job.
 func (q *Queue) removeOutputs(ctx context.Context, id string) error {
+	return q.removeObjects(ctx, id+"/")
+}
+
+// removeObjects deletes the objects whose names start with prefix.
+func (q *Queue) removeObjects(ctx context.Context, prefix string) error {
 	infos, err := q.obs.List(ctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("natsq: list outputs of %s: %w", id, err)
+		return fmt.Errorf("natsq: list objects %s: %w", prefix, err)
 	}
 	for _, in := range infos {
-		if !strings.HasPrefix(in.Name, id+"/") {
+		if !strings.HasPrefix(in.Name, prefix) {
 			continue
 		}
 		if err := q.obs.Delete(ctx, in.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			return fmt.Errorf("natsq: delete output %s: %w", in.Name, err)
+			return fmt.Errorf("natsq: delete object %s: %w", in.Name, err)
 		}
 	}
 	return nil

@@ -22,7 +22,9 @@
 //     JSON. It is the truth about a job: every transition is a
 //     compare-and-set on the key's revision, so a worker that lost its lease
 //     can neither complete nor fail the job. The API reads states from it.
-//   - object store PREFIX_outputs: outputs, named ID/VARIANT.
+//   - object store PREFIX_outputs: outputs, named ID/VARIANT, and the
+//     inputs a request names (its images), named in/ID/NAME: stored before
+//     the job's message, kept through re-runs until the job is deleted.
 //
 // See README.md for how KEDA scales workers on the stream's backlog.
 package natsq

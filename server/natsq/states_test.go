@@ -276,6 +276,41 @@ func TestOutputsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestInputsRoundTrip: a job's inputs come back whole, outlive the
+// removal of its outputs (a re-run's, a cancel's), and DropInputs removes
+// them.
+func TestInputsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	q := openInProcess(t, fastConfig())
+	data := make([]byte, 700<<10)
+	rand.New(rand.NewSource(2)).Read(data)
+	if err := q.PutInput(ctx, "job-in", "image", data); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.PutOutput(ctx, "job-in", "video", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.removeOutputs(ctx, "job-in"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.GetOutput(ctx, "job-in", "video"); !errors.Is(err, queue.ErrNoOutput) {
+		t.Fatalf("output after removeOutputs: %v", err)
+	}
+	got, err := q.GetInput(ctx, "job-in", "image")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("input after the outputs went: %d bytes, %v, want %d", len(got), err, len(data))
+	}
+	if err := q.DropInputs(ctx, "job-in"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.GetInput(ctx, "job-in", "image"); !errors.Is(err, queue.ErrNoInput) {
+		t.Fatalf("input after DropInputs: %v, want ErrNoInput", err)
+	}
+	if err := q.PutInput(ctx, "job/in", "image", nil); err == nil {
+		t.Error("an input with a bad id was accepted")
+	}
+}
+
 // TestReplayAfterRestart: a worker process that restarts under the same
 // name settles the job it was running: back to queued, or failed
 // "interrupted" past the bound; the store on disk survives the restart.

@@ -423,6 +423,7 @@ func (q *Journal) Delete(_ context.Context, id string) error {
 	}
 	delete(q.jobs, id)
 	q.removeOutputs(id)
+	q.removeInputs(id)
 	return nil
 }
 
@@ -518,6 +519,47 @@ func (q *Journal) GetOutput(_ context.Context, id, variant string) ([]byte, erro
 	return b, nil
 }
 
+func (q *Journal) inputDir(id string) string { return filepath.Join(q.dir, "inputs", id) }
+
+// PutInput implements Queue, as PutOutput writes.
+func (q *Journal) PutInput(_ context.Context, id, name string, data []byte) error {
+	if !validName(id) || !validName(name) {
+		return fmt.Errorf("journal: put input: bad id or name %q/%q", id, name)
+	}
+	dir := q.inputDir(id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("journal: put input: %w", err)
+	}
+	return WriteFileAtomic(filepath.Join(dir, name), data)
+}
+
+// GetInput implements Queue.
+func (q *Journal) GetInput(_ context.Context, id, name string) ([]byte, error) {
+	if !validName(id) || !validName(name) {
+		return nil, ErrNoInput
+	}
+	b, err := os.ReadFile(filepath.Join(q.inputDir(id), name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNoInput
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal: get input: %w", err)
+	}
+	return b, nil
+}
+
+// DropInputs implements Queue.
+func (q *Journal) DropInputs(_ context.Context, id string) error {
+	q.removeInputs(id)
+	return nil
+}
+
+func (q *Journal) removeInputs(id string) {
+	if validName(id) {
+		os.RemoveAll(q.inputDir(id))
+	}
+}
+
 // listOutputs names the stored variants of a job.
 func (q *Journal) listOutputs(id string) []string {
 	ents, _ := os.ReadDir(q.outputDir(id))
@@ -537,7 +579,8 @@ func (q *Journal) removeOutputs(id string) {
 }
 
 // Replay implements Queue. Temp files a crash left behind are removed, as
-// are the outputs of jobs that did not complete.
+// are the outputs of jobs that did not complete and the inputs of jobs
+// never submitted.
 func (q *Journal) Replay(_ context.Context, maxReruns int) ([]Job, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -570,8 +613,28 @@ func (q *Journal) Replay(_ context.Context, maxReruns int) ([]Job, error) {
 		}
 		touched = append(touched, n)
 	}
+	q.sweepInputs()
 	q.notify()
 	return touched, nil
+}
+
+// sweepInputs removes the inputs of jobs the journal does not know (a
+// crash between PutInput and Submit) and temp files a crash left.
+func (q *Journal) sweepInputs() {
+	root := filepath.Join(q.dir, "inputs")
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		if _, ok := q.jobs[e.Name()]; !ok {
+			q.removeInputs(e.Name())
+			continue
+		}
+		files, _ := os.ReadDir(filepath.Join(root, e.Name()))
+		for _, f := range files {
+			if strings.HasPrefix(f.Name(), ".tmp-") {
+				os.Remove(filepath.Join(root, e.Name(), f.Name()))
+			}
+		}
+	}
 }
 
 func (q *Journal) removeTemps(id string) {

@@ -181,3 +181,54 @@ func TestOutputNames(t *testing.T) {
 		}
 	}
 }
+
+// TestJournalInputs: a job's inputs are stored before it is submitted,
+// survive a restart and a re-run (outputs do not), and go with the job;
+// the inputs of a job never submitted are swept at the restart.
+func TestJournalInputs(t *testing.T) {
+	dir := t.TempDir()
+	q, _ := OpenJournal(dir, 0)
+	if err := q.PutInput(ctx, "a", "image", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, q, "a")
+	if err := q.PutInput(ctx, "orphan", "image", []byte("never submitted")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.Lease(ctx, Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	q.PutOutput(ctx, "a", "video", []byte("half"))
+	q.Close() // dies while a runs
+	q = open(t, dir, 0)
+	if _, err := q.Replay(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := q.GetInput(ctx, "a", "image"); err != nil || string(got) != "first" {
+		t.Fatalf("a's input after the restart: %q, %v", got, err)
+	}
+	if _, err := q.GetOutput(ctx, "a", "video"); err == nil {
+		t.Fatal("a's partial output survived the restart")
+	}
+	if _, err := q.GetInput(ctx, "orphan", "image"); !errors.Is(err, ErrNoInput) {
+		t.Fatalf("the input of a job never submitted: %v, want ErrNoInput", err)
+	}
+	_, l, err := q.Lease(ctx, Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Complete(ctx, l, Peaks{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.GetInput(ctx, "a", "image"); !errors.Is(err, ErrNoInput) {
+		t.Fatalf("a deleted job's input: %v, want ErrNoInput", err)
+	}
+	for _, bad := range [][2]string{{"../x", "image"}, {"a", "../../etc"}, {"", "image"}} {
+		if err := q.PutInput(ctx, bad[0], bad[1], nil); err == nil {
+			t.Fatalf("PutInput(%q, %q) accepted", bad[0], bad[1])
+		}
+	}
+}

@@ -166,6 +166,7 @@ var (
 	ErrLeaseLost = errors.New("lease lost") // the job moved on without this worker
 	ErrCancelled = errors.New("job cancelled")
 	ErrNoOutput  = errors.New("output not found")
+	ErrNoInput   = errors.New("input not found")
 	ErrClosed    = errors.New("queue closed")
 )
 
@@ -215,6 +216,14 @@ type Queue interface {
 	PutOutput(ctx context.Context, id, variant string, data []byte) error
 	// GetOutput returns a stored output variant, ErrNoOutput if absent.
 	GetOutput(ctx context.Context, id, variant string) ([]byte, error)
+	// PutInput stores an input a job's request names (an image), before
+	// the job is submitted: atomically, where every worker can read it,
+	// kept through re-runs until the job is deleted.
+	PutInput(ctx context.Context, id, name string, data []byte) error
+	// GetInput returns a stored input, ErrNoInput if absent.
+	GetInput(ctx context.Context, id, name string) ([]byte, error)
+	// DropInputs removes a job's inputs (its submission failed).
+	DropInputs(ctx context.Context, id string) error
 	// Replay restores state after a restart: queued jobs stay queued in
 	// order; a job that was running goes back to queued (to re-run from
 	// scratch) while it has re-run fewer than maxReruns times (Attempts <=

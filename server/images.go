@@ -1,0 +1,154 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	"ferry/imageproc"
+	"ferry/pipeline/wan"
+)
+
+// Images: an image-to-video request carries its first frame (OpenAI's
+// input_reference) and, for first-last-frame models, its last frame
+// (last_image, diffusers' name): in JSON as a data URL or base64, in a
+// multipart form as files. They are decoded at admission (a bad image is
+// a 400), stored with the job (queue.PutInput) before it is queued, and
+// read back by whichever worker runs it, so a restart or another machine
+// runs the job from the same bytes.
+
+// maxImageBytes bounds one image as uploaded.
+const maxImageBytes = 16 << 20
+
+// The inputs a job may store, by queue input name.
+const (
+	inputImage = "image"
+	inputLast  = "last_image"
+)
+
+// upload is one image of a request: its bytes as uploaded and decoded.
+type upload struct {
+	data []byte
+	img  *imageproc.RGB
+}
+
+// decodeImage reads a JSON image field: a data URL
+// ("data:image/png;base64,...") or plain base64 of a PNG or JPEG.
+func decodeImage(field, s string) (*upload, error) {
+	if s == "" {
+		return nil, nil
+	}
+	payload := s
+	if rest, ok := strings.CutPrefix(s, "data:"); ok {
+		meta, data, ok := strings.Cut(rest, ",")
+		if !ok || !strings.HasSuffix(meta, ";base64") {
+			return nil, badField(field, "a data URL must hold base64 (data:image/png;base64,...)")
+		}
+		payload = data
+	} else if strings.Contains(s, "://") {
+		return nil, badField(field, "the server fetches nothing: send the image itself (a data URL, base64, or a file in a multipart form)")
+	}
+	if base64.StdEncoding.DecodedLen(len(payload)) > maxImageBytes+3 {
+		return nil, badField(field, "image over %d bytes", maxImageBytes)
+	}
+	data, err := base64.StdEncoding.DecodeString(payload)
+	if err != nil {
+		if data, err = base64.RawStdEncoding.DecodeString(payload); err != nil {
+			return nil, badField(field, "not base64: %v", err)
+		}
+	}
+	return imageUpload(field, data)
+}
+
+// imageUpload decodes an uploaded image's bytes.
+func imageUpload(field string, data []byte) (*upload, error) {
+	if len(data) > maxImageBytes {
+		return nil, badField(field, "image over %d bytes", maxImageBytes)
+	}
+	img, err := imageproc.Decode(data)
+	if err != nil {
+		return nil, badField(field, "%v", err)
+	}
+	return &upload{data: data, img: img}, nil
+}
+
+// imageField is the request field of a wan.ImageError's input.
+var imageField = map[string]string{"image": "input_reference", "last_image": "last_image", "frames": "num_frames"}
+
+// checkImages refuses images the model cannot take, and a missing one it
+// needs, naming the field. The server runs TI2V folders (WanPipeline with
+// expand_timesteps) as text to video: their image mode registers the
+// VAE's encoder, which a resident text-to-video runtime does not hold.
+func checkImages(m *model, s spec) error {
+	p := m.planPipe
+	if s.image != nil && !p.RequiresImage() && p.AcceptsImage() {
+		return badField("input_reference", "model %s is a TI2V folder, which this server runs as text to video; drop input_reference, or serve a copy whose model_index.json names %s", m.name, wan.ImageToVideoClass)
+	}
+	err := p.CheckImages(wanRequest(s))
+	var ie *wan.ImageError
+	if errors.As(err, &ie) {
+		return badField(imageField[ie.Input], "model %s: %s", m.name, ie.Msg)
+	}
+	return err
+}
+
+// putImages stores a job's uploads before it is submitted.
+func (s *Server) putImages(ctx context.Context, id string, sp spec) error {
+	for name, u := range map[string]*upload{inputImage: sp.image, inputLast: sp.lastImage} {
+		if u == nil {
+			continue
+		}
+		if err := s.q.PutInput(ctx, id, name, u.data); err != nil {
+			return fmt.Errorf("store %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// loadImages reads a job's stored images back into its spec.
+func (s *Server) loadImages(ctx context.Context, id string, sp *spec) error {
+	for _, in := range []struct {
+		has  bool
+		name string
+		into **upload
+	}{{sp.Image, inputImage, &sp.image}, {sp.LastImage, inputLast, &sp.lastImage}} {
+		if !in.has {
+			continue
+		}
+		data, err := s.q.GetInput(ctx, id, in.name)
+		if err != nil {
+			return fmt.Errorf("read the job's %s: %w", in.name, err)
+		}
+		img, err := imageproc.Decode(data)
+		if err != nil {
+			return fmt.Errorf("the job's %s: %w", in.name, err)
+		}
+		*in.into = &upload{data: data, img: img}
+	}
+	return nil
+}
+
+// warmImages gives a warm-up request the images its model needs: mid
+// grey, at the request's size.
+func warmImages(m *model, sp *spec) error {
+	grey := func() (*upload, error) {
+		pix := make([]uint8, 3*sp.Width*sp.Height)
+		for i := range pix {
+			pix[i] = 128
+		}
+		img, err := imageproc.NewRGB(sp.Width, sp.Height, pix)
+		return &upload{img: img}, err
+	}
+	var err error
+	if m.planPipe.RequiresImage() {
+		if sp.image, err = grey(); err != nil {
+			return err
+		}
+	}
+	if m.planPipe.NeedsLastImage() {
+		sp.lastImage, err = grey()
+	}
+	return err
+}
