@@ -131,7 +131,8 @@ func (s *Server) loadImages(ctx context.Context, id string, sp *spec) error {
 }
 
 // warmImages gives a warm-up request the images its model needs: mid
-// grey, at the request's size.
+// grey, at the request's size; a model that needs a last frame gets the
+// shortest video that has one (5 frames).
 func warmImages(m *model, sp *spec) error {
 	grey := func() (*upload, error) {
 		pix := make([]uint8, 3*sp.Width*sp.Height)
@@ -148,6 +149,7 @@ func warmImages(m *model, sp *spec) error {
 		}
 	}
 	if m.planPipe.NeedsLastImage() {
+		sp.Frames = max(sp.Frames, 5)
 		sp.lastImage, err = grey()
 	}
 	return err

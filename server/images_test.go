@@ -146,6 +146,13 @@ func TestImageToVideoJobs(t *testing.T) {
 		}
 	}
 
+	// Loading warms an image-to-video model with grey frames (two for
+	// FLF2V) as it warms a text-to-video one with a one-frame request.
+	h.do("POST", "/v1/models/flf2v/unload", "")
+	if code, _, data := h.do("POST", "/v1/models/flf2v/load", ""); code != 200 || !h.resident("flf2v") {
+		t.Errorf("load flf2v: %d %s, resident %v", code, data, h.resident("flf2v"))
+	}
+
 	for _, c := range []struct {
 		name, body, param string
 	}{

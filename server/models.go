@@ -249,6 +249,17 @@ func (ms *models) admit(s spec) (planner.Prediction, error) {
 
 var errUnknownModel = errors.New("unknown model")
 
+// opened returns the named model with its folder opened.
+func (ms *models) opened(name string) (*model, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	m, ok := ms.byName[name]
+	if !ok {
+		return nil, errUnknownModel
+	}
+	return m, ms.open(m)
+}
+
 // acquire readies m's runtime for a spec: the resident runtime when its
 // plan still fits the request (the same model at a new shape keeps its
 // weights), else a fresh one, after demoting other models' idle weights by

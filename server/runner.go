@@ -61,24 +61,27 @@ type warmReq struct {
 }
 
 // warmUp loads a model by running the smallest request through it (one
-// frame, one step): the weights its plan keeps stay resident for keep
+// frame, one step; grey images for an image-to-video model): the weights its plan keeps stay resident for keep
 // (or the default keep-alive), and a later request at another shape
 // keeps them when the plan still fits.
 func (s *Server) warmUp(w warmReq) error {
 	// The resident preset where it fits: loading is asking for the weights
 	// to stay (auto might stream them for so small a request).
 	sp := spec{Prompt: "warm-up", Model: w.model, Width: 32, Height: 32, Frames: 1, Steps: 1, Guidance: 1, FPS: defaultFPS, Plan: "resident"}
-	m, _, err := s.models.acquire(&sp)
+	m, err := s.models.opened(w.model)
+	if err != nil {
+		return err
+	}
+	if err := warmImages(m, &sp); err != nil {
+		return err
+	}
+	m, _, err = s.models.acquire(&sp)
 	var ie *errInsufficient
 	if errors.As(err, &ie) {
 		sp.Plan = ""
 		m, _, err = s.models.acquire(&sp)
 	}
 	if err != nil {
-		return err
-	}
-	if err := warmImages(m, &sp); err != nil {
-		s.models.release(m, true, w.keep, 0)
 		return err
 	}
 	m.ctx.use(s.ctx, nil)
