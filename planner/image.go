@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"os"
+	"slices"
 
 	"ferry/checkpoint"
 	"ferry/dtype"
@@ -139,6 +140,21 @@ func imagesEncoded(p *Profile) int {
 		return 2
 	}
 	return 1
+}
+
+// WithImage is a copy of p that plans requests giving an image
+// (UseImage), leaving p as it is: a server plans a TI2V model's text- and
+// image-to-video requests from one profile.
+func (p *Profile) WithImage() (*Profile, error) {
+	q := *p
+	q.Components = slices.Clone(p.Components)
+	for i, c := range q.Components {
+		if c.Name == VAE {
+			vae := *c
+			q.Components[i] = &vae
+		}
+	}
+	return &q, q.UseImage()
 }
 
 // UseImage makes the profile plan a request that gives an image: an

@@ -144,3 +144,23 @@ func TestFirstLastFrameProfiles(t *testing.T) {
 			p.ImageMode, p.ComponentNames())
 	}
 }
+
+// TestWithImage: a TI2V profile's image copy plans the VAE's encoder too
+// (more VAE blocks, the image mode set) and leaves the profile as it was.
+func TestWithImage(t *testing.T) {
+	p := mustBuiltin(t, "wan2.2-ti2v-5b")
+	blocks := len(p.Component(VAE).Blocks)
+	q, err := p.WithImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.ImageMode != ImageAlone || len(q.Component(VAE).Blocks) <= blocks {
+		t.Errorf("image copy: mode %v, %d VAE blocks (decoder alone %d)", q.ImageMode, len(q.Component(VAE).Blocks), blocks)
+	}
+	if p.ImageMode != NoImage || len(p.Component(VAE).Blocks) != blocks {
+		t.Errorf("the profile changed: mode %v, %d VAE blocks, want no image and %d", p.ImageMode, len(p.Component(VAE).Blocks), blocks)
+	}
+	if _, err := mustBuiltin(t, "wan2.1-t2v-1.3b").WithImage(); err == nil {
+		t.Error("a text-to-video profile took an image")
+	}
+}

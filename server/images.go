@@ -78,13 +78,16 @@ func imageUpload(field string, data []byte) (*upload, error) {
 var imageField = map[string]string{"image": "input_reference", "last_image": "last_image", "frames": "num_frames"}
 
 // checkImages refuses images the model cannot take, and a missing one it
-// needs, naming the field. The server runs TI2V folders (WanPipeline with
-// expand_timesteps) as text to video: their image mode registers the
-// VAE's encoder, which a resident text-to-video runtime does not hold.
+// needs, naming the field. A TI2V folder (WanPipeline with
+// expand_timesteps) runs text to video, or image to video when a request
+// gives an image (the model's planning pipeline stays in text mode).
 func checkImages(m *model, s spec) error {
 	p := m.planPipe
-	if s.image != nil && !p.RequiresImage() && p.AcceptsImage() {
-		return badField("input_reference", "model %s is a TI2V folder, which this server runs as text to video; drop input_reference, or serve a copy whose model_index.json names %s", m.name, wan.ImageToVideoClass)
+	if m.switchesImage() && s.image != nil {
+		if s.lastImage != nil {
+			return badField("last_image", "model %s is TI2V: it conditions on its first frame only", m.name)
+		}
+		return nil
 	}
 	err := p.CheckImages(wanRequest(s))
 	var ie *wan.ImageError
@@ -93,6 +96,14 @@ func checkImages(m *model, s spec) error {
 	}
 	return err
 }
+
+// switchesImage says m runs text or image to video by request (TI2V).
+func (m *model) switchesImage() bool {
+	return m.planPipe.AcceptsImage() && !m.planPipe.RequiresImage()
+}
+
+// imageMode says s runs m in a TI2V folder's image mode.
+func (m *model) imageMode(s spec) bool { return s.image != nil && m.switchesImage() }
 
 // putImages stores a job's uploads before it is submitted.
 func (s *Server) putImages(ctx context.Context, id string, sp spec) error {

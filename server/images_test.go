@@ -281,3 +281,57 @@ func TestMultipartForm(t *testing.T) {
 		}
 	}
 }
+
+// TestTI2VImageMode: a TI2V folder (WanPipeline with expand_timesteps)
+// runs text to video, and image to video when a job gives an image: each
+// mode gets a runtime of its own (the image mode registers the VAE's
+// encoder), and every video is the pipeline's in that mode, bit for bit.
+// A last frame is refused: TI2V conditions on its first.
+func TestTI2VImageMode(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join("..", "pipeline", "wan", "testdata", "wan22_ti2v_t2v_pipeline", "pipeline")
+	if err := os.CopyFS(filepath.Join(dir, "ti2v"), os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	tap := newVideoTap()
+	h := start(t, Config{Models: []string{dir}, KeepAlive: -1, faults: &faults{onVideo: tap.put}})
+	first := testPNG(t, 45, 37, 0)
+	img, err := imageproc.Decode(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2v := strings.Replace(tiny(`"plan":"resident"`), "wan-tiny", "ti2v", 1)
+	i2v := strings.TrimSuffix(t2v, "}") + `,"input_reference":"` + base64.StdEncoding.EncodeToString(first) + `"}`
+	refs := map[bool][]float32{
+		false: referenceVideoOf(t, filepath.Join(dir, "ti2v"), 1, func(*wan.Pipeline, *wan.Request) {}),
+		true: referenceVideoOf(t, filepath.Join(dir, "ti2v"), 1, func(p *wan.Pipeline, r *wan.Request) {
+			if err := p.SetImageMode(true); err != nil {
+				t.Fatal(err)
+			}
+			r.Image = img
+		}),
+	}
+	if slices.Equal(refs[false], refs[true]) {
+		t.Fatal("the image did not change the reference video")
+	}
+	for i, withImage := range []bool{false, true, false, true} {
+		body := t2v
+		if withImage {
+			body = i2v
+		}
+		v := h.wait(h.submit(body), 2*time.Minute, terminal)
+		if v.Status != queue.StatusCompleted {
+			t.Fatalf("job %d (image %v): %s %+v", i, withImage, v.Status, v.Error)
+		}
+		if !slices.Equal(tap.get(t, v.ID), refs[withImage]) {
+			t.Errorf("job %d (image %v): the video differs from the pipeline's in that mode", i, withImage)
+		}
+	}
+	last := strings.TrimSuffix(i2v, "}") + `,"last_image":"` + base64.StdEncoding.EncodeToString(first) + `"}`
+	code, _, data := h.do("POST", "/v1/videos", last)
+	var e apiError
+	json.Unmarshal(data, &e)
+	if code != 400 || e.Error.Param == nil || *e.Error.Param != "last_image" {
+		t.Errorf("a last frame on TI2V: %d %s; want 400 naming last_image", code, data)
+	}
+}

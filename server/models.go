@@ -296,7 +296,12 @@ func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 	dt := ms.computeDType(s.DType)
 	var pred planner.Prediction
 	reuse := false
-	if m.rt != nil && m.rtKey == runtimeKey(dt, b) && (s.Plan == "" || s.Plan == m.planSpec) {
+	key := runtimeKey(dt, b)
+	if m.imageMode(s) {
+		// A TI2V model's image mode registers the VAE's encoder too.
+		key += "|image"
+	}
+	if m.rt != nil && m.rtKey == key && (s.Plan == "" || s.Plan == m.planSpec) {
 		if p, err := ms.predictWith(m, s, b, m.rt.Plan); err == nil && p.Fits {
 			pred, reuse = p, true
 		}
@@ -316,11 +321,17 @@ func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 		if err != nil {
 			return nil, p, err
 		}
+		if m.switchesImage() {
+			if err := m.runPipe.SetImageMode(m.imageMode(s)); err != nil {
+				rt.Close()
+				return nil, p, err
+			}
+		}
 		if err := ms.register(m, rt, plan, b, dt); err != nil {
 			rt.Close()
 			return nil, p, err
 		}
-		m.rt, m.rtKey, m.planSpec, m.loaded, m.coldS = rt, runtimeKey(dt, b), s.Plan, time.Now(), 0
+		m.rt, m.rtKey, m.planSpec, m.loaded, m.coldS = rt, key, s.Plan, time.Now(), 0
 	} else {
 		if err := ms.makeRoom(m, pred.PeakDeviceReservedBytes, pred.PeakHostBytes); err != nil {
 			return nil, pred, err
@@ -359,6 +370,11 @@ func (ms *models) planInputs(m *model, s spec) (planner.Profile, hwprofile.Profi
 		// job's time, so that what is worth keeping is kept.
 		Repeated: true}
 	prof := *m.prof
+	if m.imageMode(s) {
+		if q, err := m.prof.WithImage(); err == nil {
+			prof = *q
+		}
+	}
 	prof.Compute = ms.computeDType(s.DType)
 	hw := ms.hw
 	hw.UseCheckpointRead(prof.DiskRead.Bytes, prof.DiskRead.GBps(), prof.DiskRead.Direct)

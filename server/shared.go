@@ -73,10 +73,10 @@ func findShared(byName map[string]*model) []*sharedComp {
 			if err != nil {
 				continue
 			}
-			if comp == wan.VAE && imageToVideo(m.dir) {
-				// Its holder must encode images too: text-to-video
-				// folders register the decoder alone.
-				key += "-i2v"
+			if comp == wan.VAE {
+				// A holder of an image-to-video folder must encode too:
+				// text-to-video folders register the decoder alone.
+				key += vaeKind(m)
 			}
 			groups[key] = append(groups[key], m)
 		}
@@ -99,15 +99,23 @@ func findShared(byName map[string]*model) []*sharedComp {
 	return out
 }
 
-// imageToVideo says a pipeline folder's model_index.json names the
-// image-to-video class.
-func imageToVideo(dir string) bool {
-	f, err := checkpoint.OpenFolder(dir)
+// vaeKind tells VAEs of one content apart by how their folders register
+// them: "" decoder alone (text to video), "-i2v" with the encoder
+// (image-to-video folders), and for a TI2V folder, which registers either
+// by request, a key of its own (never shared).
+func vaeKind(m *model) string {
+	f, err := checkpoint.OpenFolder(m.dir)
 	if err != nil {
-		return false
+		return ""
 	}
 	defer f.Close()
-	return f.Class == wan.ImageToVideoClass
+	switch expand, _ := f.Config["expand_timesteps"].(bool); {
+	case f.Class == wan.ImageToVideoClass:
+		return "-i2v"
+	case expand:
+		return "-ti2v-" + m.name
+	}
+	return ""
 }
 
 // componentKey fingerprints a component folder's content: its config and,
