@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"ferry/imageproc"
 	"ferry/pipeline/wan"
@@ -111,7 +112,11 @@ func (s *Server) putImages(ctx context.Context, id string, sp spec) error {
 		if u == nil {
 			continue
 		}
-		if err := s.q.PutInput(ctx, id, name, u.data); err != nil {
+		err := s.q.PutInput(ctx, id, name, u.data)
+		if f := s.cfg.faults; f != nil && f.diskFull {
+			err = syscall.ENOSPC
+		}
+		if err != nil {
 			return fmt.Errorf("store %s: %w", name, err)
 		}
 	}

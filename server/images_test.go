@@ -335,3 +335,26 @@ func TestTI2VImageMode(t *testing.T) {
 		t.Errorf("a last frame on TI2V: %d %s; want 400 naming last_image", code, data)
 	}
 }
+
+// TestImageDiskFull: with no room for a job's images the submission is a
+// 507 disk_full, nothing is queued or left stored, and /readyz is false
+// until space returns.
+func TestImageDiskFull(t *testing.T) {
+	dir := imageModels(t)
+	h := start(t, Config{Models: []string{dir}, NoWorker: true, faults: &faults{diskFull: true}})
+	b := strings.Replace(tiny(""), "wan-tiny", "i2v", 1)
+	b = strings.TrimSuffix(b, "}") + `,"input_reference":"` + base64.StdEncoding.EncodeToString(testPNG(t, 16, 16, 1)) + `"}`
+	code, _, data := h.do("POST", "/v1/videos", b)
+	if code != 507 || errorCode(t, data) != "disk_full" {
+		t.Fatalf("%d %s; want 507 disk_full", code, data)
+	}
+	if queued, running, _ := h.s.q.Depth(t.Context()); queued+running != 0 {
+		t.Errorf("%d jobs queued after a refused submission", queued+running)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(h.dir, "inputs")); len(ents) != 0 {
+		t.Errorf("inputs left behind: %v", ents)
+	}
+	if code, _, _ := h.do("GET", "/readyz", ""); code != 503 {
+		t.Errorf("readyz %d while the disk is full", code)
+	}
+}

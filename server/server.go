@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"ferry/hwprofile"
@@ -356,6 +357,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	id := j.ID
 	if err := s.putImages(r.Context(), id, sp); err != nil {
 		s.q.DropInputs(context.Background(), id)
+		if errors.Is(err, syscall.ENOSPC) {
+			s.diskFull.Store(true) // /readyz says so until space returns
+			writeError(w, http.StatusInsufficientStorage, "disk_full", "", "no room to store the request's images: "+err.Error())
+			return
+		}
 		writeError(w, http.StatusInternalServerError, "internal_error", "", err.Error())
 		return
 	}
