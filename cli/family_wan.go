@@ -44,6 +44,11 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 	if err := readImages(p, &r, g.image, g.lastImage); err != nil {
 		return nil, err
 	}
+	videoNotes, err := readVideo(p, &r, g)
+	if err != nil {
+		return nil, err
+	}
+	notes = append(notes, videoNotes...)
 	if g.latents != "" {
 		v, shape, err := wan.ReadLatents(g.latents)
 		if err != nil {
@@ -70,6 +75,9 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 	}
 	if err := checkImages(p, r); err != nil {
 		return nil, err
+	}
+	if err := p.CheckVideo(r); err != nil {
+		return nil, asUser(err)
 	}
 	for _, list := range []struct {
 		flag  string
@@ -129,8 +137,13 @@ func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
 	if err := planImage(prof, r); err != nil {
 		return nil, planner.Request{}, err
 	}
+	if r.Video != nil {
+		if err := prof.UseVideo(); err != nil {
+			return nil, planner.Request{}, asUser(err)
+		}
+	}
 	return prof, planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
-		PromptTokens: j.p.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance, FlowShift: r.FlowShift, AdapterBytes: wan.LoRABytes(r.LoRAs),
+		PromptTokens: j.p.PromptTokens(r), Steps: r.VideoSteps(), Guidance: r.Guidance, FlowShift: r.FlowShift, AdapterBytes: wan.LoRABytes(r.LoRAs),
 		AdapterBytes2: wan.LoRABytes(r.LoRAs2), LoRA: wan.LoRARanks(r.LoRAs), LoRA2: wan.LoRARanks(r.LoRAs2)}, nil
 }
 

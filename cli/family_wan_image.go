@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"ferry/imageproc"
+	"ferry/media"
 	"ferry/pipeline/wan"
 	"ferry/planner"
 )
@@ -41,6 +42,57 @@ func readImages(p *wan.Pipeline, r *wan.Request, path, last string) error {
 	}
 	r.LastImageFile = last
 	return nil
+}
+
+// readVideo reads --video into the request (video to video): its first
+// --frames frames, or all of them down to the largest 4k+1, as the VAE
+// encodes 1 + 4k frames and diffusers' pipeline drops the rest; and
+// --strength, which needs --video.
+func readVideo(p *wan.Pipeline, r *wan.Request, g *genFlags) ([]string, error) {
+	if g.video == "" {
+		if g.strength >= 0 {
+			return nil, userf("--strength applies to video to video: add --video FILE")
+		}
+		return nil, nil
+	}
+	if g.strength >= 0 && (g.strength <= 0 || g.strength > 1) {
+		return nil, userf("--strength %g: want a number in (0, 1] (1 runs every step)", g.strength)
+	}
+	want := 0
+	if g.frames != 0 {
+		want = r.Frames
+	}
+	clip, err := media.Decode(g.video, want)
+	if err != nil {
+		return nil, asUser(fmt.Errorf("--video: %w", err))
+	}
+	n := len(clip.Frames)
+	if want > n {
+		return nil, userf("--video %s has %d frames; --frames %d needs that many", g.video, n, want)
+	}
+	var notes []string
+	use := want
+	if want == 0 {
+		use = (n-1)/4*4 + 1
+		if use < n {
+			notes = append(notes, fmt.Sprintf("the video's %d frames are not 4k+1; using its first %d, as diffusers' VAE encodes them", n, use))
+		}
+	}
+	for i, f := range clip.Frames[:use] {
+		img, err := imageproc.NewRGB(clip.Width, clip.Height, f)
+		if err != nil {
+			return nil, asUser(fmt.Errorf("--video %s frame %d: %w", g.video, i, err))
+		}
+		r.Video = append(r.Video, img)
+	}
+	r.Frames, r.VideoFile, r.Strength = use, g.video, wan.DefaultStrength
+	if g.strength >= 0 {
+		r.Strength = g.strength
+	}
+	if err := p.SetVideoMode(true); err != nil {
+		return nil, asUser(err)
+	}
+	return notes, nil
 }
 
 // checkImages is Pipeline.CheckImages, naming the flag to change.

@@ -33,6 +33,8 @@ type genFlags struct {
 	seed                    uint64
 	latents                 string
 	image, lastImage        string
+	video                   string
+	strength                float64
 	maxSeqLen               int
 	planFlags
 	deviceMem, hostMem sizeFlag
@@ -108,13 +110,15 @@ func (g *genFlags) define(e *env) *flag.FlagSet {
 	fs.IntVar(&g.width, "width", 0, "width in pixels (default: the model's)")
 	fs.IntVar(&g.frames, "frames", 0, "number of frames, 4k+1 for Wan (default: the model's)")
 	fs.IntVar(&g.steps, "steps", 0, "denoising steps (default: the model's)")
-	g.guidance, g.guidance2 = -1, -1
+	g.guidance, g.guidance2, g.strength = -1, -1, -1
 	fs.Var(unsetFloat{&g.guidance}, "guidance", "classifier-free guidance `scale`; <= 1 disables it (default: the model's)")
 	fs.Var(unsetFloat{&g.guidance2}, "guidance-2", "guidance `scale` of Wan 2.2 A14B's low-noise expert (default: --guidance)")
 	fs.Float64Var(&g.flowShift, "flow-shift", 0, "override the scheduler's flow_shift")
 	fs.Uint64Var(&g.seed, "seed", 0, "seed of the initial noise, drawn as PyTorch's CPU generator draws it (diffusers with torch.Generator().manual_seed(seed), ComfyUI)")
 	fs.StringVar(&g.latents, "latents", "", "initial latents: a .safetensors file with tensor \"latents\"")
 	fs.StringVar(&g.image, "image", "", "image-to-video models: the first frame's image (.png, .jpg)")
+	fs.StringVar(&g.video, "video", "", "video to video: the input video (.mp4, .mov, .mkv, .webm with ffmpeg on PATH; .avi, .gif, .png), its frames resized to --height/--width")
+	fs.Var(unsetFloat{&g.strength}, "strength", "video to video: the share of the schedule that runs, in (0, 1] (default 0.8)")
 	fs.StringVar(&g.lastImage, "last-image", "", "first-last-frame models (Wan 2.1 FLF2V, Wan 2.2 I2V): the last frame's image (.png, .jpg)")
 	fs.IntVar(&g.maxSeqLen, "max-sequence-length", 512, "text tokens the encoder sees")
 	g.planFlags.define(fs)

@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"ferry/imageproc"
+	"ferry/media"
 	"ferry/pipeline"
-
+	"ferry/pipeline/wan"
 	"ferry/planner"
 	"ferry/residency"
 )
@@ -19,7 +22,7 @@ func init() {
 
 func runPlan(e *env, args []string) error {
 	var pf planFlags
-	fs := newFlags(e, "plan", "--model DIR|NAME [--height N --width N --frames N --steps N] [--device-mem SIZE --host-mem SIZE] [--plan NAME|FILE] [--image FILE] [--out plan.yaml] [--json]\n  or: --train (--model DIR | --arch NAME) [--height --width --frames] [--batch-size N|auto] [--lora-rank R | --full] [--checkpointing none|block|selective] [--activation-tier device|host] [--ema --ema-tier host|device] [--device-mem --host-mem]")
+	fs := newFlags(e, "plan", "--model DIR|NAME [--height N --width N --frames N --steps N] [--device-mem SIZE --host-mem SIZE] [--plan NAME|FILE] [--image FILE] [--video FILE --strength S] [--out plan.yaml] [--json]\n  or: --train (--model DIR | --arch NAME) [--height --width --frames] [--batch-size N|auto] [--lora-rank R | --full] [--checkpointing none|block|selective] [--activation-tier device|host] [--ema --ema-tier host|device] [--device-mem --host-mem]")
 	model := fs.String("model", "", "pipeline folder, or a built-in model: "+joinNames(planner.BuiltinNames()))
 	height := fs.Int("height", 480, "height in pixels")
 	width := fs.Int("width", 832, "width in pixels")
@@ -29,6 +32,8 @@ func runPlan(e *env, args []string) error {
 	flowShift := fs.Float64("flow-shift", 0, "override the scheduler's shift (moves Wan 2.2 A14B's expert switch)")
 	textLen := fs.Int("max-sequence-length", 512, "text context length")
 	image := fs.String("image", "", "image-to-video: the first frame's image (.png, .jpg), as ferry generate takes it; a TI2V model plans image to video with it")
+	video := fs.String("video", "", "video to video: the input video, as ferry generate takes it (its frames, down to 4k+1, unless --frames is given)")
+	strength := fs.Float64("strength", 0.8, "video to video: the share of the schedule that runs, in (0, 1]")
 	var dev, host sizeFlag
 	fs.Var(&dev, "device-mem", "device memory budget, e.g. 8GiB (default: unlimited)")
 	fs.Var(&host, "host-mem", "host memory budget, e.g. 16GiB (default: this machine's memory less the device budget and 1 GiB)")
@@ -58,6 +63,9 @@ func runPlan(e *env, args []string) error {
 		return err
 	}
 	req := planner.Request{Batch: 1, Frames: *frames, Height: *height, Width: *width, TextLen: *textLen, Steps: *steps, Guidance: *guidance, FlowShift: *flowShift}
+	if err := planVideoFlag(fs, prof, &req, *video, *strength); err != nil {
+		return err
+	}
 	if err := req.Validate(prof); err != nil {
 		return asUser(err)
 	}
@@ -100,6 +108,47 @@ func planImageFlag(prof *planner.Profile, path string) error {
 	}
 	if err := prof.UseImage(); err != nil {
 		return userf("--image %s: %s; drop --image", path, strings.TrimPrefix(err.Error(), "planner: "))
+	}
+	return nil
+}
+
+// planVideoFlag plans a video-to-video request as ferry generate --video
+// runs it: the VAE encodes the video's frames (all of them down to 4k+1,
+// or --frames of them), and the steps the strength runs.
+func planVideoFlag(fs *flag.FlagSet, prof *planner.Profile, req *planner.Request, path string, strength float64) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if path == "" {
+		if set["strength"] {
+			return userf("--strength applies to video to video: add --video FILE")
+		}
+		return nil
+	}
+	if math.IsNaN(strength) || strength <= 0 || strength > 1 {
+		return userf("--strength %g: want a number in (0, 1] (1 runs every step)", strength)
+	}
+	limit := 0
+	if set["frames"] {
+		limit = req.Frames
+	}
+	clip, err := media.Decode(path, limit)
+	if err != nil {
+		return asUser(fmt.Errorf("--video: %w", err))
+	}
+	n := len(clip.Frames)
+	if limit > n {
+		return userf("--video %s has %d frames; --frames %d needs that many", path, n, limit)
+	}
+	if limit == 0 {
+		req.Frames = (n-1)/4*4 + 1
+	}
+	run := wan.StepsRun(req.Steps, strength)
+	if run == 0 {
+		return userf("--strength %g runs no step of %d (int(steps·strength) is 0): raise --strength or --steps", strength, req.Steps)
+	}
+	req.Steps = run
+	if err := prof.UseVideo(); err != nil {
+		return userf("--video %s: %s", path, strings.TrimPrefix(err.Error(), "planner: "))
 	}
 	return nil
 }

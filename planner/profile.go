@@ -48,6 +48,9 @@ type Profile struct {
 	// gives one (TI2V-5B, expand_timesteps): the VAE config UseImage
 	// switches it to image to video with.
 	ImageVAE *wanvae.Config
+	// vae is the VAE config of profiles made from one (NewWanProfileVAE):
+	// UseVideo adds its encoder.
+	vae *wanvae.Config
 	// ExpandTimesteps is model_index.json's expand_timesteps (TI2V-5B):
 	// the transformer takes a timestep per token, and modulates each run
 	// of tokens sharing one with that value's rows (wanPass).
@@ -300,7 +303,11 @@ func vaeConfigOf(c wanvae.Config) VAEConfig {
 // NewWanProfileVAE is NewWanProfile with model/wanvae's config and its
 // parameter list.
 func NewWanProfileVAE(name string, text umt5.Config, tr wan.Config, vae wanvae.Config) (*Profile, error) {
-	return NewWanProfile(name, text, tr, vaeConfigOf(vae), vae.DecoderParams())
+	p, err := NewWanProfile(name, text, tr, vaeConfigOf(vae), vae.DecoderParams())
+	if err == nil {
+		p.vae = &vae
+	}
+	return p, err
 }
 
 // UMT5XXL is Wan 2.1's text encoder (google/umt5-xxl's encoder).

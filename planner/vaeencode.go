@@ -7,8 +7,9 @@ import (
 	"ferry/residency"
 )
 
-// ImageMode says what an image-to-video request encodes with the VAE
-// before denoising (pipeline/wan's encodeCondition).
+// ImageMode says what an image-to-video or video-to-video request encodes
+// with the VAE before denoising (pipeline/wan's encodeCondition,
+// prepareVideo).
 type ImageMode int
 
 const (
@@ -19,7 +20,23 @@ const (
 	// ImageThenZeros: Wan 2.1 I2V encodes the image followed by F−1 black
 	// frames, the whole video's length.
 	ImageThenZeros
+	// VideoFrames: video to video encodes the input video, the whole
+	// video's length (priced as ImageThenZeros).
+	VideoFrames
 )
+
+// UseVideo makes a text-to-video profile plan a video-to-video request:
+// the VAE encodes the request's frames before the loop. The request's
+// Steps are the steps the strength runs.
+func (p *Profile) UseVideo() error {
+	switch {
+	case p.ImageMode != NoImage && p.ImageMode != VideoFrames:
+		return fmt.Errorf("planner: %s runs image to video; video to video takes a text-to-video model", p.Name)
+	case p.vae == nil:
+		return fmt.Errorf("planner: %s has no VAE config to plan its encoder with", p.Name)
+	}
+	return p.SetImageMode(VideoFrames, *p.vae)
+}
 
 // SetImageMode makes the profile an image-to-video one: the VAE component
 // holds the encoder's blocks before the decoder's (as pipeline/wan

@@ -109,6 +109,16 @@ func (p *Pipeline) SetImageMode(on bool) error {
 	return nil
 }
 
+// SetVideoMode readies a text-to-video folder for video-to-video requests
+// (on) before Register: the VAE registers its encoder too.
+func (p *Pipeline) SetVideoMode(on bool) error {
+	if on && p.ext.i2vClass {
+		return fmt.Errorf("video to video takes a text-to-video folder (WanVideoToVideoPipeline loads one); this one is %s", ImageToVideoClass)
+	}
+	p.ext.v2v = on
+	return nil
+}
+
 // HasImageEncoder says the pipeline runs a CLIP image encoder.
 func (p *Pipeline) HasImageEncoder() bool { return p.ext.img.model != nil }
 
@@ -287,6 +297,13 @@ func (p *Pipeline) encodeCondition(rt *pipeline.Runtime, r Request) ([]float32, 
 			copy(video[((ch+1)*frames-1)*plane:], last[ch*plane:(ch+1)*plane])
 		}
 	}
+	return p.encodeVideo(rt, r, video, frames)
+}
+
+// encodeVideo encodes video [1, 3, frames, H, W] in [-1, 1] with the VAE
+// and returns the posterior mean (sample_mode="argmax"), normalised:
+// [1, z, T', h, w].
+func (p *Pipeline) encodeVideo(rt *pipeline.Runtime, r Request, video []float32, frames int) ([]float32, error) {
 	holder, ex := p.on(VAE, rt)
 	vae := holder.vae
 	ops := ex.Ops(VAE)

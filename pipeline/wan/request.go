@@ -49,6 +49,13 @@ type Request struct {
 	// I2V folders (no image encoder) take it.
 	LastImage     *imageproc.RGB `json:"-"`
 	LastImageFile string         `json:"last_image,omitempty"`
+	// Video makes the request video to video (v2v.go): its frames, one
+	// per output frame (Frames of them), from VideoFile; Strength is how
+	// much of the schedule runs (0 < Strength <= 1, DefaultStrength when
+	// unset).
+	Video     []*imageproc.RGB `json:"-"`
+	VideoFile string           `json:"video,omitempty"`
+	Strength  float64          `json:"strength,omitempty"`
 }
 
 // Defaults fills unset fields with WanPipeline's __call__ defaults and
@@ -80,6 +87,9 @@ func (r *Request) Defaults() (notes []string) {
 	}
 	if r.MaxSeqLen == 0 {
 		r.MaxSeqLen = 512
+	}
+	if r.Video != nil && r.Strength == 0 {
+		r.Strength = DefaultStrength
 	}
 	return notes
 }

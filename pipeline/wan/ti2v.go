@@ -19,7 +19,10 @@ type extension struct {
 	// i2v: an image conditions the next requests (i2vClass, or a TI2V
 	// folder switched by SetImageMode).
 	i2vClass, i2v bool
-	img           imageEncoder
+	// v2v: video-to-video requests may come (SetVideoMode): the VAE
+	// registers its encoder.
+	v2v bool
+	img imageEncoder
 	// cond is the running request's condition (prepareImage).
 	cond *condition
 }

@@ -234,7 +234,7 @@ func (p *Pipeline) register(ex *residency.Executor, name string) error {
 	case ImageEncoder:
 		comp = p.ext.img.model.Component(name, src)
 	case VAE:
-		if p.ext.i2v {
+		if p.ext.i2v || p.ext.v2v {
 			comp = p.vae.Component(name, src) // encodes the image, then decodes
 			break
 		}
@@ -288,7 +288,10 @@ type Output struct {
 	// Condition is the image-to-video condition: the mask channels and the
 	// condition video's latents [s+z, T, h, w] (Wan 2.1, Wan 2.2 I2V), or
 	// the image's latent frame [z, h·w] (TI2V).
-	Condition         []float32
+	Condition []float32
+	// VideoLatents are a video-to-video request's encoded video
+	// [z, T, h, w], normalised, before the noise.
+	VideoLatents      []float32
 	KeepIntermediates bool
 	// StepExpert names the transformer that ran each step.
 	StepExpert []string
@@ -316,7 +319,11 @@ func (p *Pipeline) Generate(rt *pipeline.Runtime, r Request, keep bool) (*Output
 		return nil, err
 	}
 	defer func() { p.ext.cond = nil }()
-	latents, err := p.denoise(rt, r, pos, neg, out)
+	video, err := p.prepareVideo(rt, r, out)
+	if err != nil {
+		return nil, err
+	}
+	latents, err := p.denoise(rt, r, pos, neg, video, out)
 	if err != nil {
 		return nil, err
 	}
@@ -416,8 +423,9 @@ func seedNoise(s sampler.Scheduler, g *torchrng.Generator) {
 	}
 }
 
-// denoise runs the sampling loop on host latents.
-func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, out *Output) ([]float32, error) {
+// denoise runs the sampling loop on host latents: from noise, or from a
+// video-to-video request's video latents noised to its first step.
+func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg, video []float32, out *Output) ([]float32, error) {
 	end := rt.Phase(pipeline.PhaseDenoise)
 	defer end()
 	gen := torchrng.New(r.Seed)
@@ -435,19 +443,26 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, 
 	seedNoise(sched, gen)
 	shape := p.latentShape(r)
 	ts := sched.Timesteps()
+	first := 0
+	if video != nil {
+		if first, err = noiseVideo(sched, r, video, latents); err != nil {
+			return nil, err
+		}
+	}
 	d, err := p.newDenoiser(rt, r, pos, neg, ts)
 	if err != nil {
 		return nil, err
 	}
 	defer d.close()
-	for i, t := range ts {
+	for i := first; i < len(ts); i++ {
+		t := ts[i]
 		if err := rt.Err(); err != nil {
 			return nil, err
 		}
 		if err := d.enter(i, t); err != nil {
 			return nil, err
 		}
-		endStep := rt.Step(i)
+		endStep := rt.Step(i - first)
 		pred, err := d.predict(latents, shape, t, i)
 		if err != nil {
 			return nil, err
@@ -461,7 +476,7 @@ func (p *Pipeline) denoise(rt *pipeline.Runtime, r Request, pos, neg []float32, 
 		out.StepExpert = append(out.StepExpert, d.cur.name)
 		endStep()
 		if p.OnStep != nil {
-			p.OnStep(i+1, len(ts))
+			p.OnStep(i+1-first, len(ts)-first)
 		}
 	}
 	d.finish()

@@ -1,0 +1,223 @@
+package wan
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"ferry/hwprofile"
+	"ferry/imageproc"
+	"ferry/pipeline"
+	"ferry/planner"
+	"ferry/residency"
+	"ferry/torchrng"
+)
+
+// TestStartStep: get_timesteps' arithmetic, float products truncated as
+// Python's int() truncates them.
+func TestStartStep(t *testing.T) {
+	for _, c := range []struct {
+		n        int
+		strength float64
+		want     int
+	}{{50, 0.8, 10}, {50, 1, 0}, {4, 0.5, 2}, {10, 0.3, 7}, {3, 0.7, 1}, {2, 0.3, 2}, {7, 0.999, 1}} {
+		if got := startStep(c.n, c.strength); got != c.want {
+			t.Errorf("startStep(%d, %g) = %d, want %d", c.n, c.strength, got, c.want)
+		}
+	}
+}
+
+// testVideo is f frames of w×h test images, each different.
+func testVideo(t *testing.T, f, w, h int) []*imageproc.RGB {
+	t.Helper()
+	out := make([]*imageproc.RGB, f)
+	for i := range out {
+		pix := make([]uint8, 3*w*h)
+		for j := range pix {
+			pix[j] = uint8((j*7 + i*40) % 256)
+		}
+		img, err := imageproc.NewRGB(w, h, pix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = img
+	}
+	return out
+}
+
+// v2vPipeline opens the text-to-video golden folder ready for video to
+// video.
+func v2vPipeline(t *testing.T) *Pipeline {
+	t.Helper()
+	p := openPipeline(t, "testdata/wan_pipeline/pipeline")
+	if err := p.SetVideoMode(true); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestVideoToVideo: the video's latents are the VAE's encode of its
+// resized frames (the training path's EncodeVideo gives the same bits);
+// the denoising starts from (1 − σ)·latents + σ·noise at step
+// N − int(N·strength) and runs the rest; at strength 1 the run is the
+// text-to-video run from those latents, bit for bit.
+func TestVideoToVideo(t *testing.T) {
+	p := v2vPipeline(t)
+	req := Request{Prompt: "a cat walks", NegativePrompt: "blurry", Height: 32, Width: 48, Frames: 5, Steps: 4,
+		Guidance: 5, MaxSeqLen: 512, Seed: 11, Video: testVideo(t, 5, 40, 30), Strength: 0.5}
+	out := generateOn(t, p, nil, pipeline.Options{}, req)
+	if len(out.StepLatents) != 2 || len(out.Video) != 5*32*48*3 {
+		t.Fatalf("%d steps run, %d video values; want 2 of 4 steps (strength 0.5) and 5 frames", len(out.StepLatents), len(out.Video))
+	}
+
+	// The encode, against EncodeVideo's.
+	rt, err := pipeline.NewRuntime(pipeline.Budget{}, nil, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if err := p.Register(rt.Exec); err != nil {
+		t.Fatal(err)
+	}
+	plane := 32 * 48
+	pixels := make([]float32, 3*5*plane)
+	for f, img := range req.Video {
+		px, err := vaeImage(img, 48, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ch := range 3 {
+			copy(pixels[(ch*5+f)*plane:][:plane], px[ch*plane:])
+		}
+	}
+	want, _, err := p.EncodeVideo(rt, pixels, 5, 32, 48)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameBits(out.VideoLatents, want) {
+		t.Fatal("the video's latents differ from EncodeVideo's")
+	}
+
+	// Strength 1: noised at step 0, then the whole loop.
+	req.Strength = 1
+	full := generateOn(t, p, nil, pipeline.Options{}, req)
+	sched, err := p.scheduler(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sched.SetTimesteps(req.Steps); err != nil {
+		t.Fatal(err)
+	}
+	sigma := sched.Sigmas()[0]
+	start := make([]float32, len(want))
+	torchrng.New(req.Seed).Randn(start)
+	for i, v := range want {
+		start[i] = float32((1-sigma)*v) + float32(sigma*start[i])
+	}
+	t2v := req
+	t2v.Video, t2v.Latents = nil, start
+	ref := generateOn(t, openPipeline(t, "testdata/wan_pipeline/pipeline"), nil, pipeline.Options{}, t2v)
+	if len(full.StepLatents) != 4 || !sameBits(full.Video, ref.Video) {
+		t.Errorf("strength 1: %d steps; the video equals the text-to-video run from the noised latents: %v",
+			len(full.StepLatents), sameBits(full.Video, ref.Video))
+	}
+	if sameBits(full.Video, out.Video) {
+		t.Error("strength 0.5 and 1 gave the same video")
+	}
+}
+
+// TestCheckVideo: video to video refuses what the reference refuses, and
+// what it cannot run, with a line that says why.
+func TestCheckVideo(t *testing.T) {
+	video := testVideo(t, 5, 16, 16)
+	base := Request{Frames: 5, Steps: 4, Video: video, Strength: 0.5}
+	unready := openPipeline(t, "testdata/wan_pipeline/pipeline")
+	i2v := openPipeline(t, tinyI2V(t))
+	for _, c := range []struct {
+		name string
+		p    *Pipeline
+		edit func(*Request)
+		want string
+	}{
+		{"ok", v2vPipeline(t), func(*Request) {}, ""},
+		{"not ready", unready, func(*Request) {}, "SetVideoMode"},
+		{"latents too", v2vPipeline(t), func(r *Request) { r.Latents = []float32{1} }, "give one"},
+		{"strength 0", v2vPipeline(t), func(r *Request) { r.Strength = 0 }, "(0, 1]"},
+		{"strength over 1", v2vPipeline(t), func(r *Request) { r.Strength = 1.5 }, "(0, 1]"},
+		{"strength NaN", v2vPipeline(t), func(r *Request) { r.Strength = math.NaN() }, "(0, 1]"},
+		{"no step", v2vPipeline(t), func(r *Request) { r.Strength = 0.2 }, "runs no step"},
+		{"frames", v2vPipeline(t), func(r *Request) { r.Frames = 9 }, "5 frames"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := base
+			c.edit(&r)
+			err := c.p.CheckVideo(r)
+			if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+				t.Errorf("error %v, want %q", err, c.want)
+			}
+		})
+	}
+	if err := i2v.SetVideoMode(true); err == nil {
+		t.Error("an image-to-video folder took video mode")
+	}
+}
+
+// TestVideoToVideoPeaksPredicted: with the VAE's encode of the video and
+// the steps the strength runs, the planner's peaks equal the measured
+// ones, resident and streamed, untiled and tiled.
+func TestVideoToVideoPeaksPredicted(t *testing.T) {
+	dir := "testdata/wan_pipeline/pipeline"
+	req := Request{Prompt: "a cat walks", Height: 64, Width: 96, Frames: 9, Steps: 4, Guidance: 5,
+		MaxSeqLen: 512, Seed: 1, Video: testVideo(t, 9, 50, 40), Strength: 0.6}
+	base, err := planner.ProfileFromFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []struct {
+		pc   residency.ComponentPlan
+		tile int
+	}{{residency.ComponentPlan{Placement: residency.Resident}, 0}, {residency.ComponentPlan{Placement: residency.Stream, Prefetch: 1}, 0},
+		{residency.ComponentPlan{Placement: residency.Resident}, 64}} {
+		t.Run(fmt.Sprintf("%s/tile%d", run.pc.Placement, run.tile), func(t *testing.T) {
+			plan := residency.Uniform("p", run.pc, slices.Clone(Components)...)
+			plan.Run.VAETile = run.tile
+			p := v2vPipeline(t)
+			rt, err := pipeline.NewRuntime(pipeline.Budget{}, plan, pipeline.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close()
+			if err := p.Register(rt.Exec); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Generate(rt, req, false); err != nil {
+				t.Fatal(err)
+			}
+			m := rt.Measure()
+			prof := *base
+			prof.Components = slices.Clone(base.Components)
+			for i, c := range prof.Components {
+				cc := *c
+				prof.Components[i] = &cc
+			}
+			if err := prof.UseVideo(); err != nil {
+				t.Fatal(err)
+			}
+			r := req
+			r.Defaults()
+			pr := planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
+				PromptTokens: p.PromptTokens(r), Steps: r.VideoSteps(), Guidance: r.Guidance}
+			pred, err := planner.Predict(&prof, hwprofile.Default(), plan, pr, planner.Budgets{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pred.PeakDeviceBytes != m.PeakDeviceBytes || pred.PeakDeviceReservedBytes != m.PeakDeviceReservedBytes || pred.PeakHostBytes != m.PeakHostBytes {
+				t.Errorf("peaks device allocated/reserved, host: predicted %d/%d/%d, measured %d/%d/%d",
+					pred.PeakDeviceBytes, pred.PeakDeviceReservedBytes, pred.PeakHostBytes,
+					m.PeakDeviceBytes, m.PeakDeviceReservedBytes, m.PeakHostBytes)
+			}
+		})
+	}
+}
