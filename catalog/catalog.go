@@ -102,7 +102,7 @@ func WanTinyMoE() Wan {
 
 var wans = map[string]func() Wan{"wan-tiny": WanTiny, "wan2.1-t2v-1.3b": Wan1_3B, "wan2.1-t2v-14b": Wan14B,
 	"wan2.2-t2v-a14b": Wan22T2VA14B, "wan-tiny-moe": WanTinyMoE, "wan2.2-ti2v-5b": WanTI2V5B, "wan2.1-i2v-14b": WanI2V14B,
-	"wan2.1-flf2v-14b": WanFLF2V14B, "wan2.2-i2v-a14b": Wan22I2VA14B}
+	"wan2.1-flf2v-14b": WanFLF2V14B, "wan2.2-i2v-a14b": Wan22I2VA14B, "wan-tiny-i2v": WanTinyI2V}
 
 // WanNames lists the Wan architectures, sorted.
 func WanNames() []string {

@@ -62,6 +62,21 @@ func Wan22I2VA14B() Wan {
 	return w
 }
 
+// WanTinyI2V is WanTiny with Wan 2.1 I2V's layout: a 3-layer CLIP tower
+// of width 32 on 28-pixel images (5 tokens), the image embedder and image
+// attention, 36 input channels. A small model for trying image to video.
+func WanTinyI2V() Wan {
+	w := WanTiny()
+	w.Name = "wan-tiny-i2v"
+	enc := clipvision.Config{ModelType: "clip_vision_model", HiddenSize: 32, IntermediateSize: 64, NumHiddenLayers: 3,
+		NumAttentionHeads: 2, NumChannels: 3, ImageSize: 28, PatchSize: 14, HiddenAct: "gelu", LayerNormEps: 1e-5}
+	w.ImageEncoder = &enc
+	imageDim, kv := enc.HiddenSize, w.Transformer.InnerDim()
+	w.Transformer.ImageDim, w.Transformer.AddedKVProjDim = &imageDim, &kv
+	w.Transformer.InChannels = 2*w.VAE.ZDim + 4
+	return w
+}
+
 // CLIPViTH14 is open-clip ViT-H/14's vision tower as the Wan 2.1 I2V
 // folders hold it (CLIPVisionModel): width 1280, 32 layers of 16 heads,
 // MLP 5120 with exact GELU, 224-pixel images in 14-pixel patches.

@@ -103,35 +103,11 @@ func TestServeNATSApiAndWorker(t *testing.T) {
 	serveNode(t, "--models", model, "--nats", "nats://"+natsAddr, "--role", "worker", "--worker-name", "w1")
 
 	body := `{"model":"wan-tiny","prompt":"a red fox","size":"32x32","num_frames":5,"num_inference_steps":2,"guidance_scale":1,"seed":7}`
-	resp, err := http.Post(api+"/v1/videos", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var job struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	}
-	json.NewDecoder(resp.Body).Decode(&job)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || job.ID == "" {
-		t.Fatalf("submit: %d %+v", resp.StatusCode, job)
-	}
+	id := postJob(t, api, body)
 	events := make(chan []string, 1)
-	go func() { events <- followEvents(t, api+"/v1/videos/"+job.ID+"/events") }()
-	deadline := time.Now().Add(60 * time.Second)
-	for job.Status != "completed" {
-		if job.Status == "failed" || job.Status == "cancelled" || time.Now().After(deadline) {
-			t.Fatalf("job %s ended %q", job.ID, job.Status)
-		}
-		time.Sleep(50 * time.Millisecond)
-		r, err := http.Get(api + "/v1/videos/" + job.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		json.NewDecoder(r.Body).Decode(&job)
-		r.Body.Close()
-	}
-	r, err := http.Get(api + "/v1/videos/" + job.ID + "/content")
+	go func() { events <- followEvents(t, api+"/v1/videos/"+id+"/events") }()
+	waitCompleted(t, api, id)
+	r, err := http.Get(api + "/v1/videos/" + id + "/content")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,27 +146,44 @@ func TestServeNATSImageJob(t *testing.T) {
 	}
 	body := `{"model":"i2v-moe","prompt":"a red fox","size":"32x32","num_frames":5,"num_inference_steps":2,"guidance_scale":1,"seed":7,` +
 		`"input_reference":"data:image/png;base64,` + base64.StdEncoding.EncodeToString(img) + `"}`
+	waitCompleted(t, api, postJob(t, api, body))
+}
+
+// nodeJob is the part of a job's JSON these tests read.
+type nodeJob struct {
+	ID     string          `json:"id"`
+	Status string          `json:"status"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// postJob submits body to the API node and returns the job's id.
+func postJob(t *testing.T, api, body string) string {
+	t.Helper()
 	resp, err := http.Post(api+"/v1/videos", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var job struct {
-		ID     string          `json:"id"`
-		Status string          `json:"status"`
-		Error  json.RawMessage `json:"error"`
-	}
+	var job nodeJob
 	json.NewDecoder(resp.Body).Decode(&job)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted || job.ID == "" {
 		t.Fatalf("submit: %d %+v", resp.StatusCode, job)
 	}
+	return job.ID
+}
+
+// waitCompleted polls a job until it completes, failing t if it ends
+// otherwise or takes over a minute.
+func waitCompleted(t *testing.T, api, id string) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
+	var job nodeJob
 	for job.Status != "completed" {
 		if job.Status == "failed" || job.Status == "cancelled" || time.Now().After(deadline) {
-			t.Fatalf("job %s ended %q: %s", job.ID, job.Status, job.Error)
+			t.Fatalf("job %s ended %q: %s", id, job.Status, job.Error)
 		}
 		time.Sleep(50 * time.Millisecond)
-		r, err := http.Get(api + "/v1/videos/" + job.ID)
+		r, err := http.Get(api + "/v1/videos/" + id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,6 @@ import (
 	"ferry/catalog"
 	"ferry/dtype"
 	"ferry/imageproc"
-	"ferry/model/clipvision"
 	"ferry/pipeline/wan"
 	"ferry/server/queue"
 	"ferry/synth"
@@ -35,16 +34,10 @@ func imageModels(t *testing.T) string {
 	t.Helper()
 	dir := synthFolder(t, "wan-tiny", "t2v")
 	for i, name := range []string{"i2v", "flf2v"} {
-		w := catalog.WanTiny()
+		w := catalog.WanTinyI2V()
 		w.Name = name
-		enc := clipvision.Config{ModelType: "clip_vision_model", HiddenSize: 32, IntermediateSize: 64, NumHiddenLayers: 2,
-			NumAttentionHeads: 2, NumChannels: 3, ImageSize: 28, PatchSize: 14, HiddenAct: "gelu", LayerNormEps: 1e-5}
-		w.ImageEncoder = &enc
-		imageDim, kv := enc.HiddenSize, w.Transformer.InnerDim()
-		w.Transformer.ImageDim, w.Transformer.AddedKVProjDim = &imageDim, &kv
-		w.Transformer.InChannels = 2*w.VAE.ZDim + 4
 		if name == "flf2v" {
-			pos := 2 * enc.Tokens()
+			pos := 2 * w.ImageEncoder.Tokens()
 			w.Transformer.PosEmbedSeqLen = &pos
 		}
 		a, err := synth.Wan(w)

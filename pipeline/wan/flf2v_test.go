@@ -125,16 +125,9 @@ func TestFirstLastFrame(t *testing.T) {
 			t.Fatalf("video value %v outside [0, 1]", v)
 		}
 	}
-	rt, err := pipeline.NewRuntime(pipeline.Budget{}, nil, pipeline.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	if err := p.Register(rt.Exec); err != nil {
-		t.Fatal(err)
-	}
+	rt := registered(t, p, nil)
 	req.LastImage = nil
-	_, err = p.Generate(rt, req, false)
+	_, err := p.Generate(rt, req, false)
 	if err == nil || !strings.Contains(err.Error(), "needs a last frame") {
 		t.Errorf("one image on an FLF2V folder: error %v, want one asking for a last frame", err)
 	}
@@ -255,11 +248,7 @@ func TestFirstLastFramePeaksPredicted(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if pred.PeakDeviceBytes != m.PeakDeviceBytes || pred.PeakDeviceReservedBytes != m.PeakDeviceReservedBytes || pred.PeakHostBytes != m.PeakHostBytes {
-					t.Errorf("peaks device allocated/reserved, host: predicted %d/%d/%d, measured %d/%d/%d",
-						pred.PeakDeviceBytes, pred.PeakDeviceReservedBytes, pred.PeakHostBytes,
-						m.PeakDeviceBytes, m.PeakDeviceReservedBytes, m.PeakHostBytes)
-				}
+				checkPeaks(t, pred, m)
 			})
 		}
 	}

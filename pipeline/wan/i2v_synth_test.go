@@ -9,7 +9,6 @@ import (
 	"ferry/checkpoint"
 	"ferry/dtype"
 	"ferry/imageproc"
-	"ferry/model/clipvision"
 	"ferry/pipeline"
 	"ferry/planner"
 	"ferry/residency"
@@ -28,14 +27,7 @@ func tinyI2V(t *testing.T) string {
 // none) before it is written.
 func tinyI2VWith(t *testing.T, edit func(*catalog.Wan)) string {
 	t.Helper()
-	w := catalog.WanTiny()
-	w.Name = "wan-tiny-i2v"
-	enc := clipvision.Config{ModelType: "clip_vision_model", HiddenSize: 32, IntermediateSize: 64, NumHiddenLayers: 3,
-		NumAttentionHeads: 2, NumChannels: 3, ImageSize: 28, PatchSize: 14, HiddenAct: "gelu", LayerNormEps: 1e-5}
-	w.ImageEncoder = &enc
-	imageDim, kv := enc.HiddenSize, w.Transformer.InnerDim()
-	w.Transformer.ImageDim, w.Transformer.AddedKVProjDim = &imageDim, &kv
-	w.Transformer.InChannels = 2*w.VAE.ZDim + 4
+	w := catalog.WanTinyI2V()
 	if edit != nil {
 		edit(&w)
 	}

@@ -106,18 +106,37 @@ func TestPeaksPredicted(t *testing.T) {
 func measurePeaks(t *testing.T, dir string, plan *residency.Plan, req Request) (pipeline.Measured, int) {
 	t.Helper()
 	p := openPipeline(t, dir)
-	rt, err := pipeline.NewRuntime(pipeline.Budget{}, plan, pipeline.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	if err := p.Register(rt.Exec); err != nil {
-		t.Fatal(err)
-	}
+	rt := registered(t, p, plan)
 	if _, err := p.Generate(rt, req, false); err != nil {
 		t.Fatal(err)
 	}
 	return rt.Measure(), p.PromptTokens(req)
+}
+
+// registered is a runtime under plan (nil: resident) with p registered,
+// closed when the test ends.
+func registered(t *testing.T, p *Pipeline, plan *residency.Plan) *pipeline.Runtime {
+	t.Helper()
+	rt, err := pipeline.NewRuntime(pipeline.Budget{}, plan, pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	if err := p.Register(rt.Exec); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// checkPeaks fails t where the predicted device (allocated, reserved) and
+// host peaks differ from the measured ones.
+func checkPeaks(t *testing.T, pred planner.Prediction, m pipeline.Measured) {
+	t.Helper()
+	if pred.PeakDeviceBytes != m.PeakDeviceBytes || pred.PeakDeviceReservedBytes != m.PeakDeviceReservedBytes || pred.PeakHostBytes != m.PeakHostBytes {
+		t.Errorf("peaks device allocated/reserved, host: predicted %d/%d/%d, measured %d/%d/%d",
+			pred.PeakDeviceBytes, pred.PeakDeviceReservedBytes, pred.PeakHostBytes,
+			m.PeakDeviceBytes, m.PeakDeviceReservedBytes, m.PeakHostBytes)
+	}
 }
 
 // TestLoRAPeaksPredicted: LoRA adapters on Wan 2.1 I2V's Linears outside
@@ -170,11 +189,7 @@ func TestLoRAPeaksPredicted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if pred.PeakDeviceBytes != m.PeakDeviceBytes || pred.PeakDeviceReservedBytes != m.PeakDeviceReservedBytes || pred.PeakHostBytes != m.PeakHostBytes {
-				t.Errorf("peaks device allocated/reserved, host: predicted %d/%d/%d, measured %d/%d/%d",
-					pred.PeakDeviceBytes, pred.PeakDeviceReservedBytes, pred.PeakHostBytes,
-					m.PeakDeviceBytes, m.PeakDeviceReservedBytes, m.PeakHostBytes)
-			}
+			checkPeaks(t, pred, m)
 		})
 	}
 }

@@ -73,14 +73,7 @@ func TestVideoToVideo(t *testing.T) {
 	}
 
 	// The encode, against EncodeVideo's.
-	rt, err := pipeline.NewRuntime(pipeline.Budget{}, nil, pipeline.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	if err := p.Register(rt.Exec); err != nil {
-		t.Fatal(err)
-	}
+	rt := registered(t, p, nil)
 	plane := 32 * 48
 	pixels := make([]float32, 3*5*plane)
 	for f, img := range req.Video {
@@ -184,14 +177,7 @@ func TestVideoToVideoPeaksPredicted(t *testing.T) {
 			plan := residency.Uniform("p", run.pc, slices.Clone(Components)...)
 			plan.Run.VAETile = run.tile
 			p := v2vPipeline(t)
-			rt, err := pipeline.NewRuntime(pipeline.Budget{}, plan, pipeline.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rt.Close()
-			if err := p.Register(rt.Exec); err != nil {
-				t.Fatal(err)
-			}
+			rt := registered(t, p, plan)
 			if _, err := p.Generate(rt, req, false); err != nil {
 				t.Fatal(err)
 			}
@@ -213,11 +199,7 @@ func TestVideoToVideoPeaksPredicted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if pred.PeakDeviceBytes != m.PeakDeviceBytes || pred.PeakDeviceReservedBytes != m.PeakDeviceReservedBytes || pred.PeakHostBytes != m.PeakHostBytes {
-				t.Errorf("peaks device allocated/reserved, host: predicted %d/%d/%d, measured %d/%d/%d",
-					pred.PeakDeviceBytes, pred.PeakDeviceReservedBytes, pred.PeakHostBytes,
-					m.PeakDeviceBytes, m.PeakDeviceReservedBytes, m.PeakHostBytes)
-			}
+			checkPeaks(t, pred, m)
 		})
 	}
 }

@@ -216,12 +216,17 @@ func (q *Queue) GetOutput(ctx context.Context, id, variant string) ([]byte, erro
 	if !validToken(id) || !validVariant(variant) {
 		return nil, queue.ErrNoOutput
 	}
-	b, err := q.obs.GetBytes(ctx, outputName(id, variant))
+	return q.getObject(ctx, outputName(id, variant), queue.ErrNoOutput)
+}
+
+// getObject reads an object; missing is returned where there is none.
+func (q *Queue) getObject(ctx context.Context, name string, missing error) ([]byte, error) {
+	b, err := q.obs.GetBytes(ctx, name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, queue.ErrNoOutput
+		return nil, missing
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natsq: get output %s/%s: %w", id, variant, err)
+		return nil, fmt.Errorf("natsq: get %s: %w", name, err)
 	}
 	return b, nil
 }
@@ -246,14 +251,7 @@ func (q *Queue) GetInput(ctx context.Context, id, name string) ([]byte, error) {
 	if !validToken(id) || !validVariant(name) {
 		return nil, queue.ErrNoInput
 	}
-	b, err := q.obs.GetBytes(ctx, inputName(id, name))
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, queue.ErrNoInput
-	}
-	if err != nil {
-		return nil, fmt.Errorf("natsq: get input %s/%s: %w", id, name, err)
-	}
-	return b, nil
+	return q.getObject(ctx, inputName(id, name), queue.ErrNoInput)
 }
 
 // DropInputs implements queue.Queue.

@@ -468,14 +468,36 @@ func (q *Journal) outputDir(id string) string { return filepath.Join(q.dir, "out
 // PutOutput implements Queue: temp file, fsync, rename, so a reader (or a
 // restart) never sees a partial file.
 func (q *Journal) PutOutput(_ context.Context, id, variant string, data []byte) error {
-	if !validName(id) || !validName(variant) {
-		return fmt.Errorf("journal: put output: bad id or variant %q/%q", id, variant)
+	return putFile(q.outputDir, "output", id, variant, data)
+}
+
+// putFile writes a job's file name under dir(id) atomically; what names
+// it in errors ("output", "input").
+func putFile(dir func(string) string, what, id, name string, data []byte) error {
+	if !validName(id) || !validName(name) {
+		return fmt.Errorf("journal: put %s: bad id or name %q/%q", what, id, name)
 	}
-	dir := q.outputDir(id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("journal: put output: %w", err)
+	d := dir(id)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return fmt.Errorf("journal: put %s: %w", what, err)
 	}
-	return WriteFileAtomic(filepath.Join(dir, variant), data)
+	return WriteFileAtomic(filepath.Join(d, name), data)
+}
+
+// getFile reads a job's file name under dir(id); missing is returned
+// where there is none.
+func getFile(dir func(string) string, what, id, name string, missing error) ([]byte, error) {
+	if !validName(id) || !validName(name) {
+		return nil, missing
+	}
+	b, err := os.ReadFile(filepath.Join(dir(id), name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, missing
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal: get %s: %w", what, err)
+	}
+	return b, nil
 }
 
 // WriteFileAtomic writes data to path through a temp file in the same
@@ -506,46 +528,19 @@ func WriteFileAtomic(path string, data []byte) error {
 
 // GetOutput implements Queue.
 func (q *Journal) GetOutput(_ context.Context, id, variant string) ([]byte, error) {
-	if !validName(id) || !validName(variant) {
-		return nil, ErrNoOutput
-	}
-	b, err := os.ReadFile(filepath.Join(q.outputDir(id), variant))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, ErrNoOutput
-	}
-	if err != nil {
-		return nil, fmt.Errorf("journal: get output: %w", err)
-	}
-	return b, nil
+	return getFile(q.outputDir, "output", id, variant, ErrNoOutput)
 }
 
 func (q *Journal) inputDir(id string) string { return filepath.Join(q.dir, "inputs", id) }
 
 // PutInput implements Queue, as PutOutput writes.
 func (q *Journal) PutInput(_ context.Context, id, name string, data []byte) error {
-	if !validName(id) || !validName(name) {
-		return fmt.Errorf("journal: put input: bad id or name %q/%q", id, name)
-	}
-	dir := q.inputDir(id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("journal: put input: %w", err)
-	}
-	return WriteFileAtomic(filepath.Join(dir, name), data)
+	return putFile(q.inputDir, "input", id, name, data)
 }
 
 // GetInput implements Queue.
 func (q *Journal) GetInput(_ context.Context, id, name string) ([]byte, error) {
-	if !validName(id) || !validName(name) {
-		return nil, ErrNoInput
-	}
-	b, err := os.ReadFile(filepath.Join(q.inputDir(id), name))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, ErrNoInput
-	}
-	if err != nil {
-		return nil, fmt.Errorf("journal: get input: %w", err)
-	}
-	return b, nil
+	return getFile(q.inputDir, "input", id, name, ErrNoInput)
 }
 
 // DropInputs implements Queue.
