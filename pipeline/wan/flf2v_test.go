@@ -106,6 +106,12 @@ func TestFirstLastFrame(t *testing.T) {
 	req := Request{Prompt: "a boat on the sea", Height: 32, Width: 32, Frames: 5, Steps: 2, Guidance: 3,
 		MaxSeqLen: 512, Seed: 7, Image: a, LastImage: b}
 	ab := generateOn(t, p, nil, pipeline.Options{}, req)
+	// Sequential CFG gives each pass the two images' states as batched
+	// CFG gives each sample: the same video.
+	seq := &residency.Plan{Name: "seq", Run: residency.RunOptions{CFG: residency.CFGSequential}}
+	if v := generateOn(t, p, seq, pipeline.Options{}, req); !sameBits(v.Video, ab.Video) {
+		t.Error("sequential CFG changed the FLF2V video")
+	}
 	req.Image, req.LastImage = b, a
 	ba := generateOn(t, p, nil, pipeline.Options{}, req)
 	const n = 5 * 32 // (28/14)² + 1 tokens of width 32

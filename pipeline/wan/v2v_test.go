@@ -159,9 +159,16 @@ func TestCheckVideo(t *testing.T) {
 
 // TestVideoToVideoPeaksPredicted: with the VAE's encode of the video and
 // the steps the strength runs, the planner's peaks equal the measured
-// ones, resident and streamed, untiled and tiled.
+// ones, resident and streamed, untiled and tiled, with the Wan 2.1 VAE
+// and with TI2V-5B's (Wan 2.2) in its text-to-video mode.
 func TestVideoToVideoPeaksPredicted(t *testing.T) {
-	dir := "testdata/wan_pipeline/pipeline"
+	for _, dir := range []string{"testdata/wan_pipeline/pipeline", "testdata/wan22_ti2v_t2v_pipeline/pipeline"} {
+		v2vPeaks(t, dir)
+	}
+}
+
+// v2vPeaks is TestVideoToVideoPeaksPredicted on one folder.
+func v2vPeaks(t *testing.T, dir string) {
 	req := Request{Prompt: "a cat walks", Height: 64, Width: 96, Frames: 9, Steps: 4, Guidance: 5,
 		MaxSeqLen: 512, Seed: 1, Video: testVideo(t, 9, 50, 40), Strength: 0.6}
 	base, err := planner.ProfileFromFolder(dir)
@@ -173,10 +180,13 @@ func TestVideoToVideoPeaksPredicted(t *testing.T) {
 		tile int
 	}{{residency.ComponentPlan{Placement: residency.Resident}, 0}, {residency.ComponentPlan{Placement: residency.Stream, Prefetch: 1}, 0},
 		{residency.ComponentPlan{Placement: residency.Resident}, 64}} {
-		t.Run(fmt.Sprintf("%s/tile%d", run.pc.Placement, run.tile), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%s/tile%d", dir, run.pc.Placement, run.tile), func(t *testing.T) {
 			plan := residency.Uniform("p", run.pc, slices.Clone(Components)...)
 			plan.Run.VAETile = run.tile
-			p := v2vPipeline(t)
+			p := openPipeline(t, dir)
+			if err := p.SetVideoMode(true); err != nil {
+				t.Fatal(err)
+			}
 			rt := registered(t, p, plan)
 			if _, err := p.Generate(rt, req, false); err != nil {
 				t.Fatal(err)
