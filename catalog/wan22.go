@@ -39,8 +39,9 @@ func WanI2V14B() Wan {
 // WanFLF2V14B is Wan-AI/Wan2.1-FLF2V-14B-720P-Diffusers: Wan 2.1 I2V-14B
 // whose image embedder adds a learned position embedding over both
 // images' CLIP tokens (pos_embed_seq_len 2 × 257), so every video runs
-// from a first to a last frame; UniPC with flow shift 5, as the 720P I2V
-// folder.
+// from a first to a last frame. Its synthesised scheduler is UniPC with
+// flow shift 5 (a published folder's own scheduler config is what
+// ferry generate reads).
 func WanFLF2V14B() Wan {
 	w := WanI2V14B()
 	w.Name, w.FlowShift = "wan2.1-flf2v-14b", 5
@@ -52,9 +53,10 @@ func WanFLF2V14B() Wan {
 // Wan22I2VA14B is Wan-AI/Wan2.2-I2V-A14B-Diffusers: a
 // WanImageToVideoPipeline without an image encoder, two experts of the
 // 14B config with 36 input channels (latents, 4 mask channels, the
-// condition's latents) and boundary_ratio 0.9, the Wan 2.1 VAE; UniPC
-// with flow shift 5; the experts in float32, the text encoder in bf16. A
-// last frame (last_image) conditions the video's end through the VAE.
+// condition's latents) and boundary_ratio 0.9, the Wan 2.1 VAE; the
+// experts in float32, the text encoder in bf16; synthesised with UniPC at
+// flow shift 5. A last frame (last_image) conditions the video's end
+// through the VAE.
 func Wan22I2VA14B() Wan {
 	w := Wan22T2VA14B()
 	w.Name, w.Boundary, w.FlowShift, w.ImageToVideo = "wan2.2-i2v-a14b", 0.9, 5, true
