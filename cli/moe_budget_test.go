@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,7 +33,9 @@ type moeReport struct {
 // the planner's own plan (the experts stream from disk) and one that
 // keeps the experts on the host tier, which fits only because the
 // high-noise expert's host copies are freed at the switch. Both complete
-// within the budgets, with peaks as predicted within 5%.
+// within the budgets, with the device and host peaks predicted exactly:
+// the low-noise expert's first host copy, prefetched across the switch,
+// is taken when it is queued, as the planner replays it.
 func TestMoEWithinBudgets(t *testing.T) {
 	w := catalog.WanTinyMoE()
 	w.Transformer.NumAttentionHeads, w.Transformer.AttentionHeadDim = 4, 64
@@ -81,18 +82,10 @@ func TestMoEWithinBudgets(t *testing.T) {
 			if p.Switch == nil || p.Switch.Step != 2 {
 				t.Errorf("predicted switch %+v, want after step 2 of 4", p.Switch)
 			}
-			within(t, "peak device bytes", p.PeakDevice, m.PeakDevice, 0.05)
-			within(t, "peak host bytes", p.PeakHost, m.PeakHost, 0.05)
+			if p.PeakDevice != m.PeakDevice || p.PeakHost != m.PeakHost {
+				t.Errorf("peaks device, host: predicted %d, %d; measured %d, %d", p.PeakDevice, p.PeakHost, m.PeakDevice, m.PeakHost)
+			}
 		})
-	}
-}
-
-func within(t *testing.T, what string, predicted, measured int64, tol float64) {
-	t.Helper()
-	rel := math.Abs(float64(predicted-measured)) / float64(max(measured, 1))
-	t.Logf("%s: predicted %d, measured %d (%+.1f%%)", what, predicted, measured, 100*float64(predicted-measured)/float64(max(measured, 1)))
-	if rel > tol {
-		t.Errorf("%s: predicted %d, measured %d: off by %.1f%% > %.0f%%", what, predicted, measured, 100*rel, 100*tol)
 	}
 }
 

@@ -24,11 +24,11 @@ func (e *Executor) copyWorker() {
 		b := e.queue[0]
 		e.queue = e.queue[1:]
 		e.loading = b
-		pre := b.prealloc
-		b.prealloc = nil
+		pre, preHost := b.prealloc, b.preHost
+		b.prealloc, b.preHost = nil, nil
 		e.mu.Unlock()
 
-		buf, err := e.load(b, pre)
+		buf, err := e.load(b, pre, preHost)
 
 		e.mu.Lock()
 		e.loading = nil
@@ -41,9 +41,9 @@ func (e *Executor) copyWorker() {
 
 // load brings b's weights to where its component computes, converting each
 // tensor to its compute dtype on the way (the upcast is the "copy" on the CPU
-// backend), into pre when enqueue took its memory already. Reads from disk
-// go through a bounded staging buffer.
-func (e *Executor) load(b *Block, pre *tensor.Buffer) (*tensor.Buffer, error) {
+// backend), into pre (and the host copy into preHost) when enqueue took its
+// memory already. Reads from disk go through a bounded staging buffer.
+func (e *Executor) load(b *Block, pre, preHost *tensor.Buffer) (*tensor.Buffer, error) {
 	cs := b.comp
 	backend, dev := e.cfg.Backend, e.dev
 	if cs.plan.Placement == Host {
@@ -73,11 +73,13 @@ func (e *Executor) load(b *Block, pre *tensor.Buffer) (*tensor.Buffer, error) {
 	// allows, so that the next run reads from memory.
 	rereads := cs.plan.FromDisk() && b.loads > 0
 	if fromHost && b.host == nil {
-		if err := e.fillHostCopy(b); err != nil {
+		if err := e.fillHostCopy(b, preHost); err != nil {
 			buf.Free()
 			return nil, err
 		}
+		preHost = nil
 	}
+	preHost.Free() // a copy another load made meanwhile
 	var read int64
 	for i := range b.params {
 		p := &b.params[i]
@@ -117,11 +119,14 @@ func (e *Executor) load(b *Block, pre *tensor.Buffer) (*tensor.Buffer, error) {
 }
 
 // fillHostCopy reads b's tensors from disk into host memory in their storage
-// dtype: the host tier.
-func (e *Executor) fillHostCopy(b *Block) error {
-	host, err := e.host.Alloc(b.rawBytes, b.Name+" (host copy)")
-	if err != nil {
-		return fmt.Errorf("host tier: %w", err)
+// dtype (into pre when enqueue took it): the host tier.
+func (e *Executor) fillHostCopy(b *Block, pre *tensor.Buffer) error {
+	host := pre
+	if host == nil {
+		var err error
+		if host, err = e.host.Alloc(b.rawBytes, b.Name+" (host copy)"); err != nil {
+			return fmt.Errorf("host tier: %w", err)
+		}
 	}
 	for _, p := range b.params {
 		dst := host.Bytes()[p.rawOff : p.rawOff+p.info.Size]

@@ -49,12 +49,15 @@ type Block struct {
 	// prealloc is the block's memory, taken when it was queued to an idle
 	// copy worker (enqueue); the worker loads into it.
 	prealloc *tensor.Buffer
-	ready    chan struct{} // non-nil while loading or loaded; closed when done
-	loadErr  error
-	host     *tensor.Buffer // host-tier copy in storage dtype
-	loads    int            // completed loads (the copy worker reads it before loading)
-	inUse    bool
-	lastUse  uint64
+	// preHost is its host-tier copy's memory, taken with prealloc when the
+	// plan reads from a host copy the block does not have yet.
+	preHost *tensor.Buffer
+	ready   chan struct{} // non-nil while loading or loaded; closed when done
+	loadErr error
+	host    *tensor.Buffer // host-tier copy in storage dtype
+	loads   int            // completed loads (the copy worker reads it before loading)
+	inUse   bool
+	lastUse uint64
 }
 
 // rowsParam is a table gathered by row (see Rows); it is bound, never moved.
@@ -487,12 +490,15 @@ func (e *Executor) enqueue(x *Block) {
 
 // preallocate takes x's memory now, on the goroutine that queues it to an
 // idle copy worker, before that goroutine allocates anything else: the
-// planner replays the copy as starting (and allocating) at that moment. A
-// worker waking up to allocate would race the compute's own allocations
-// for first-fit places in the arena, and one order in a few reserved an
-// extra segment. Memory that is not free yet is left to the worker, which
-// allocates when it gets to the block, as it does for a busy queue.
-// Caller holds e.mu.
+// planner replays the copy as starting (and allocating) at that moment,
+// the compute buffer then the host-tier copy. A worker waking up to
+// allocate would race the compute's own allocations for first-fit places
+// in the arena (one order in a few reserved an extra segment), and the
+// other frees the compute makes meanwhile: a host copy allocated after a
+// retired expert freed its copies fits where the planner, which allocates
+// it before, maps more. Memory that is not free yet is left to the
+// worker, which allocates when it gets to the block, as it does for a
+// busy queue. Caller holds e.mu.
 func (e *Executor) preallocate(x *Block) {
 	if x.devBytes == 0 {
 		return
@@ -501,16 +507,26 @@ func (e *Executor) preallocate(x *Block) {
 	if x.comp.plan.Placement == Host {
 		dev = e.host
 	}
-	// Without reclaiming: the reclaimer (e.reclaim) takes e.mu, held here.
+	buf, err := tryAlloc(dev, x.devBytes, x.Name)
+	if err != nil {
+		return
+	}
+	x.prealloc = buf
+	if x.comp.plan.FromHostCopy() && x.host == nil {
+		x.preHost, _ = tryAlloc(e.host, x.rawBytes, x.Name+" (host copy)")
+	}
+}
+
+// tryAlloc allocates on dev without reclaiming (the reclaimer, e.reclaim,
+// takes e.mu, which preallocate holds); an error where it cannot.
+func tryAlloc(dev tensor.Device, n int64, name string) (*tensor.Buffer, error) {
 	try, ok := dev.(interface {
 		TryAlloc(int64, string) (*tensor.Buffer, error)
 	})
 	if !ok {
-		return
+		return nil, fmt.Errorf("residency: %s: no TryAlloc", name)
 	}
-	if buf, err := try.TryAlloc(x.devBytes, x.Name); err == nil {
-		x.prealloc = buf
-	}
+	return try.TryAlloc(n, name)
 }
 
 // unqueue drops x from a cancelled queue: its waiters see errCancelled and
@@ -522,6 +538,10 @@ func unqueue(x *Block) {
 	if x.prealloc != nil {
 		x.prealloc.Free()
 		x.prealloc = nil
+	}
+	if x.preHost != nil {
+		x.preHost.Free()
+		x.preHost = nil
 	}
 }
 
