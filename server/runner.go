@@ -61,9 +61,9 @@ type warmReq struct {
 }
 
 // warmUp loads a model by running the smallest request through it (one
-// frame, one step; grey images for an image-to-video model): the weights its plan keeps stay resident for keep
-// (or the default keep-alive), and a later request at another shape
-// keeps them when the plan still fits.
+// frame, one step; grey images for an image-to-video model): the weights
+// its plan keeps stay resident for keep (or the default keep-alive), and a
+// later request at another shape keeps them when the plan still fits.
 func (s *Server) warmUp(w warmReq) error {
 	// The resident preset where it fits: loading is asking for the weights
 	// to stay (auto might stream them for so small a request).
