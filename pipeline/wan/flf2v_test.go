@@ -107,11 +107,10 @@ func TestFirstLastFrame(t *testing.T) {
 		MaxSeqLen: 512, Seed: 7, Image: a, LastImage: b}
 	ab := generateOn(t, p, nil, pipeline.Options{}, req)
 	// Sequential CFG gives each pass the two images' states as batched
-	// CFG gives each sample: the same video.
+	// CFG gives each sample: the same video, to the rounding a kernel's
+	// row blocking may change (the AVX kernels give the same bits).
 	seq := &residency.Plan{Name: "seq", Run: residency.RunOptions{CFG: residency.CFGSequential}}
-	if v := generateOn(t, p, seq, pipeline.Options{}, req); !sameBits(v.Video, ab.Video) {
-		t.Error("sequential CFG changed the FLF2V video")
-	}
+	maxDiff(t, "sequential CFG against batched", generateOn(t, p, seq, pipeline.Options{}, req).Video, ab.Video, 1e-5)
 	req.Image, req.LastImage = b, a
 	ba := generateOn(t, p, nil, pipeline.Options{}, req)
 	const n = 5 * 32 // (28/14)² + 1 tokens of width 32
