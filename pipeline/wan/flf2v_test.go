@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"ferry/catalog"
-	"ferry/hwprofile"
 	"ferry/imageproc"
 	"ferry/pipeline"
 	"ferry/planner"
@@ -247,13 +246,7 @@ func TestFirstLastFramePeaksPredicted(t *testing.T) {
 			t.Run(c.name+"/"+string(pc.Placement), func(t *testing.T) {
 				plan := residency.Uniform("p", pc, append(slices.Clone(Components), ImageEncoder, Transformer2)...)
 				m, prompt := measurePeaks(t, c.dir, plan, req)
-				pr := planner.Request{Batch: 1, Frames: req.Frames, Height: req.Height, Width: req.Width, TextLen: req.MaxSeqLen,
-					PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance}
-				pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				checkPeaks(t, pred, m)
+				checkPeaks(t, predictPeaks(t, prof, plan, req, prompt), m)
 			})
 		}
 	}

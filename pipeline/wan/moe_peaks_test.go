@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"ferry/hwprofile"
 	"ferry/planner"
 	"ferry/residency"
 )
@@ -34,13 +33,7 @@ func TestMoEPeaksPredicted(t *testing.T) {
 				plan := residency.Uniform("p", pc, append(slices.Clone(Components), Transformer2)...)
 				plan.Run.CFG = cfg
 				m, prompt := measurePeaks(t, dir, plan, req)
-				pr := planner.Request{Batch: 1, Frames: req.Frames, Height: req.Height, Width: req.Width, TextLen: req.MaxSeqLen,
-					PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance}
-				pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				checkPeaks(t, pred, m)
+				checkPeaks(t, predictPeaks(t, prof, plan, req, prompt), m)
 			})
 		}
 	}

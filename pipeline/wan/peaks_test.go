@@ -78,12 +78,7 @@ func TestPeaksPredicted(t *testing.T) {
 				plan := residency.Uniform("p", r.pc, append(slices.Clone(Components), ImageEncoder)...)
 				plan.Run.CFG, plan.Run.VAETile = r.cfg, r.tile
 				m, prompt := measurePeaks(t, filepath.Join(c.dir, "pipeline"), plan, req)
-				pr := planner.Request{Batch: 1, Frames: req.Frames, Height: req.Height, Width: req.Width, TextLen: req.MaxSeqLen,
-					PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance}
-				pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				pred := predictPeaks(t, prof, plan, req, prompt)
 				for _, x := range []struct {
 					what                string
 					predicted, measured int64
@@ -126,6 +121,21 @@ func registered(t *testing.T, p *Pipeline, plan *residency.Plan) *pipeline.Runti
 		t.Fatal(err)
 	}
 	return rt
+}
+
+// predictPeaks is the planner's prediction for req (prompt tokens long)
+// under plan on prof, with the default hardware figures and no budgets.
+func predictPeaks(t *testing.T, prof *planner.Profile, plan *residency.Plan, req Request, prompt int) planner.Prediction {
+	t.Helper()
+	r := req
+	r.Defaults()
+	pr := planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
+		PromptTokens: prompt, Steps: r.VideoSteps(), Guidance: r.Guidance}
+	pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pred
 }
 
 // checkPeaks fails t where the predicted device (allocated, reserved) and

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"ferry/hwprofile"
 	"ferry/imageproc"
 	"ferry/pipeline"
 	"ferry/planner"
@@ -201,15 +200,7 @@ func v2vPeaks(t *testing.T, dir string) {
 			if err := prof.UseVideo(); err != nil {
 				t.Fatal(err)
 			}
-			r := req
-			r.Defaults()
-			pr := planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
-				PromptTokens: p.PromptTokens(r), Steps: r.VideoSteps(), Guidance: r.Guidance}
-			pred, err := planner.Predict(&prof, hwprofile.Default(), plan, pr, planner.Budgets{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkPeaks(t, pred, m)
+			checkPeaks(t, predictPeaks(t, &prof, plan, req, p.PromptTokens(req)), m)
 		})
 	}
 }
