@@ -170,7 +170,7 @@ func (p *Pipeline) CheckImages(r Request) error {
 		if p.ext.expand {
 			why = "a TI2V model conditions on its first frame only"
 		}
-		return bad("last_image", "a last frame needs a first-last-frame folder (Wan 2.1 FLF2V: pos_embed_seq_len) or a Wan 2.2 I2V one; %s", why)
+		return bad("last_image", "a last frame needs a first-last-frame folder (Wan 2.1 FLF2V: pos_embed_seq_len) or a Wan 2.2 I2V one; %s: drop the last frame", why)
 	case r.LastImage != nil && r.Frames < 2:
 		return bad("frames", "a last frame needs a video of more than one frame, got %d", r.Frames)
 	case r.LastImage == nil && p.NeedsLastImage():
