@@ -18,6 +18,7 @@ import (
 	"ferry/checkpoint"
 	"ferry/dtype"
 	"ferry/model/synthetic"
+	"ferry/model/clipvision"
 	"ferry/model/umt5"
 	"ferry/model/wan"
 	"ferry/model/wanvae"
@@ -85,6 +86,14 @@ func ExpectedParams(component, class string, raw []byte) (ps []residency.ParamSp
 		return c.Params(), true, nil
 	case "WanTransformer3DModel":
 		c, err := wan.ParseConfig(raw)
+		if err != nil {
+			return nil, true, err
+		}
+		return c.Params(), true, nil
+	case "CLIPVisionModel", "CLIPVisionModelWithProjection":
+		// The Wan 2.1 I2V folders' image encoder (a projection head, if
+		// present, is an extra tensor ferry never reads).
+		c, err := clipvision.ParseConfig(raw)
 		if err != nil {
 			return nil, true, err
 		}

@@ -37,6 +37,44 @@ func TestFolderComplete(t *testing.T) {
 	}
 }
 
+// TestImageEncoderChecked: an image-to-video folder's CLIP tower is
+// checked against its config like the other weights: complete as written,
+// and a dropped tensor is reported.
+func TestImageEncoderChecked(t *testing.T) {
+	m, err := Folder(filepath.Join("..", "pipeline", "wan", "testdata", "wan21_i2v_pipeline", "pipeline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range m.Components {
+		if c.Name == "image_encoder" {
+			found = c.Known && c.Params > 0 && len(c.Missing) == 0 && len(c.Unexpected) == 0
+		}
+	}
+	if !found || !m.Complete {
+		t.Fatalf("image encoder not checked complete: %+v", m.Components)
+	}
+	arch, err := synth.Lookup("wan-tiny-i2v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range arch.Components {
+		if c.Name == "image_encoder" {
+			arch.Components[i].Params = c.Params[1:]
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := synth.Write(dir, arch, synth.Options{DType: dtype.BF16}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = Folder(dir); err != nil {
+		t.Fatal(err)
+	}
+	if m.Complete {
+		t.Error("an image encoder missing a tensor reported complete")
+	}
+}
+
 // TestFolderFindsFaults drops one tensor from a synthesised transformer
 // and renames another: inspect reports both.
 func TestFolderFindsFaults(t *testing.T) {
