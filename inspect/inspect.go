@@ -17,8 +17,8 @@ import (
 
 	"ferry/checkpoint"
 	"ferry/dtype"
-	"ferry/model/synthetic"
 	"ferry/model/clipvision"
+	"ferry/model/synthetic"
 	"ferry/model/umt5"
 	"ferry/model/wan"
 	"ferry/model/wanvae"
