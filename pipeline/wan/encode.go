@@ -77,25 +77,9 @@ func (p *Pipeline) EncodeVideo(rt *pipeline.Runtime, video []float32, f, h, w in
 	}
 	end := rt.Phase(pipeline.PhaseVAE)
 	defer end()
-	ex := rt.Exec
-	ops := ex.Ops(VAE)
-	p.vae.Options.Tiling = wanvae.SquareTiling(rt.Plan.Run.VAETile, rt.Plan.Run.VAEStride)
-	p.vae.Options.OnFrame = p.OnFrame
-	in := ops.Upload(video, 1, 3, f, h, w)
-	mean, logvar, err := p.vae.Encode(ex, ops, in)
-	in.Free()
-	ex.Done(VAE)
+	// The mean, not a sample: the cache is deterministic.
+	z, shape, err := p.vaeEncode(rt, video, f, h, w, p.OnFrame)
 	if err != nil {
-		return nil, nil, fmt.Errorf("vae encode: %w", err)
-	}
-	logvar.Free() // the mean, not a sample: the cache is deterministic
-	z := ops.Download(mean)
-	shape := mean.Shape()
-	mean.Free()
-	if err := ops.Err(); err != nil {
-		return nil, nil, err
-	}
-	if err := p.vaeCfg.Normalize(z, shape); err != nil {
 		return nil, nil, err
 	}
 	return z, append([]int(nil), shape[1:]...), nil

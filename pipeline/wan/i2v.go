@@ -297,36 +297,39 @@ func (p *Pipeline) encodeCondition(rt *pipeline.Runtime, r Request) ([]float32, 
 			copy(video[((ch+1)*frames-1)*plane:], last[ch*plane:(ch+1)*plane])
 		}
 	}
-	return p.encodeVideo(rt, r, video, frames)
+	lat, _, err := p.vaeEncode(rt, video, frames, r.Height, r.Width, nil)
+	return lat, err
 }
 
-// encodeVideo encodes video [1, 3, frames, H, W] in [-1, 1] with the VAE
-// and returns the posterior mean (sample_mode="argmax"), normalised:
-// [1, z, T', h, w].
-func (p *Pipeline) encodeVideo(rt *pipeline.Runtime, r Request, video []float32, frames int) ([]float32, error) {
+// vaeEncode encodes video [1, 3, f, h, w] in [-1, 1] with the VAE (where
+// it is held: a server may share it) under the plan's tiling, reporting
+// its frames to onFrame (nil: none), and returns the posterior mean
+// (sample_mode="argmax"), normalised as Wan's pipelines and trainers feed
+// the transformer, and its shape [1, z, T', h/s, w/s].
+func (p *Pipeline) vaeEncode(rt *pipeline.Runtime, video []float32, f, h, w int, onFrame func(done, total int)) ([]float32, []int, error) {
 	holder, ex := p.on(VAE, rt)
 	vae := holder.vae
 	ops := ex.Ops(VAE)
 	vae.Options.Tiling = wanvae.SquareTiling(rt.Plan.Run.VAETile, rt.Plan.Run.VAEStride)
-	vae.Options.OnFrame = nil
-	in := ops.Upload(video, 1, 3, frames, r.Height, r.Width)
+	vae.Options.OnFrame = onFrame
+	in := ops.Upload(video, 1, 3, f, h, w)
 	mean, logvar, err := vae.Encode(ex, ops, in)
 	in.Free()
 	ex.Done(VAE)
 	if err != nil {
-		return nil, fmt.Errorf("vae encode: %w", err)
+		return nil, nil, fmt.Errorf("vae encode: %w", err)
 	}
 	logvar.Free()
 	shape := mean.Shape()
 	lat := ops.Download(mean)
 	mean.Free()
 	if err := ops.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := p.vaeCfg.Normalize(lat, shape); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return lat, nil
+	return lat, shape, nil
 }
 
 // maskedCondition is Wan 2.1's condition [1, s+z, T, h, w]: s mask

@@ -94,7 +94,7 @@ func (p *Pipeline) prepareVideo(rt *pipeline.Runtime, r Request, out *Output) ([
 			copy(video[(ch*r.Frames+f)*plane:][:plane], px[ch*plane:(ch+1)*plane])
 		}
 	}
-	lat, err := p.encodeVideo(rt, r, video, r.Frames)
+	lat, _, err := p.vaeEncode(rt, video, r.Frames, r.Height, r.Width, nil)
 	if err != nil {
 		return nil, err
 	}
