@@ -3,6 +3,7 @@ package wan
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"ferry/pipeline"
 	"ferry/sampler"
@@ -128,25 +129,14 @@ func noiseVideo(s sampler.Scheduler, r Request, video, latents []float32) (int, 
 }
 
 // indexForTimestep is the scheduler's index_for_timestep for the timestep
-// of step i: the second match when the schedule holds it twice.
+// of step i: its first step, or the second where the schedule holds it
+// twice. (UniPC's integer timesteps, at most num_train_timesteps, are
+// exact as the float32 Timesteps gives them.)
 func indexForTimestep(s sampler.Scheduler, i int) int {
-	var match []int
-	if ts, ok := s.IntTimesteps(); ok {
-		for j, t := range ts {
-			if t == ts[i] {
-				match = append(match, j)
-			}
-		}
-	} else {
-		ts := s.Timesteps()
-		for j, t := range ts {
-			if t == ts[i] {
-				match = append(match, j)
-			}
-		}
+	ts := s.Timesteps()
+	first := slices.Index(ts, ts[i])
+	if second := slices.Index(ts[first+1:], ts[i]); second >= 0 {
+		return first + 1 + second
 	}
-	if len(match) > 1 {
-		return match[1]
-	}
-	return match[0]
+	return first
 }

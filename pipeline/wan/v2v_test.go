@@ -11,6 +11,7 @@ import (
 	"ferry/pipeline"
 	"ferry/planner"
 	"ferry/residency"
+	"ferry/sampler"
 	"ferry/torchrng"
 )
 
@@ -202,5 +203,28 @@ func v2vPeaks(t *testing.T, dir string) {
 			}
 			checkPeaks(t, predictPeaks(t, &prof, plan, req, p.PromptTokens(req)), m)
 		})
+	}
+}
+
+// TestRepeatedTimestep: where the schedule holds the start step's
+// timestep twice, index_for_timestep finds the second, and video to video
+// refuses to start (the reference would start a step late and run past
+// the schedule's end).
+func TestRepeatedTimestep(t *testing.T) {
+	s, err := sampler.NewFlowMatchEuler(sampler.DefaultFlowMatchEulerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTimestepsWith(0, sampler.ScheduleOptions{Sigmas: []float64{1, 0.5, 0.5, 0.25}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{0, 2, 2, 3} {
+		if got := indexForTimestep(s, i); got != want {
+			t.Errorf("step %d: index %d, want %d", i, got, want)
+		}
+	}
+	r := Request{Steps: 4, Strength: 0.75} // starts at step 1
+	if _, err := noiseVideo(s, r, make([]float32, 4), make([]float32, 4)); err == nil || !strings.Contains(err.Error(), "repeats") {
+		t.Errorf("start at a repeated timestep: %v", err)
 	}
 }
