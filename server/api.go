@@ -82,6 +82,8 @@ type VideoRequest struct {
 	// (diffusers' last_image) of a first-last-frame model (images.go).
 	InputReference string `json:"input_reference,omitempty"`
 	LastImage      string `json:"last_image,omitempty"`
+	// files are a multipart form's image files by field (decodeBody).
+	files map[string][]byte
 }
 
 // seconds is a clip's length: a number, or the string OpenAI's API and
@@ -260,10 +262,10 @@ func (r VideoRequest) toSpec() (spec, error) {
 	if s.LoRAs2, err = parseLoRAs("lora_2", r.LoRA2); err != nil {
 		return s, err
 	}
-	if s.image, err = decodeImage("input_reference", r.InputReference); err != nil {
+	if s.image, err = r.image("input_reference", r.InputReference); err != nil {
 		return s, err
 	}
-	if s.lastImage, err = decodeImage("last_image", r.LastImage); err != nil {
+	if s.lastImage, err = r.image("last_image", r.LastImage); err != nil {
 		return s, err
 	}
 	s.Image, s.LastImage = s.image != nil, s.lastImage != nil

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -14,8 +13,9 @@ import (
 
 // decodeBody parses a POST /v1/videos body: JSON, or a multipart form as
 // OpenAI's SDKs send one with a file (every field a form value, the
-// images files). A form becomes the JSON object it stands for, so both go
-// through the same decoding and checks.
+// images files). A form's values become the JSON object they stand for,
+// so both go through the same decoding and checks; its image files go to
+// the request as bytes, not through base64.
 func decodeBody(contentType string, body []byte) (VideoRequest, error) {
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil || mt != "multipart/form-data" {
@@ -24,7 +24,7 @@ func decodeBody(contentType string, body []byte) (VideoRequest, error) {
 	if params["boundary"] == "" {
 		return VideoRequest{}, badField("body", "a multipart form without a boundary")
 	}
-	obj, err := formObject(multipart.NewReader(bytes.NewReader(body), params["boundary"]))
+	obj, files, err := formObject(multipart.NewReader(bytes.NewReader(body), params["boundary"]))
 	if err != nil {
 		return VideoRequest{}, err
 	}
@@ -32,7 +32,9 @@ func decodeBody(contentType string, body []byte) (VideoRequest, error) {
 	if err != nil {
 		return VideoRequest{}, badField("body", "%v", err)
 	}
-	return decodeRequest(raw)
+	r, err := decodeRequest(raw)
+	r.files = files
+	return r, err
 }
 
 // formKinds maps each VideoRequest JSON name to how a form value becomes
@@ -57,32 +59,34 @@ var formKinds = func() map[string]string {
 	return kinds
 }()
 
-// formObject reads a multipart form into the JSON object it stands for.
-// Files in the image fields become base64; a field given twice (other
-// than a list) is refused.
-func formObject(mr *multipart.Reader) (map[string]any, error) {
-	obj := map[string]any{}
+// formObject reads a multipart form into the JSON object its values stand
+// for, and the files of the image fields (input_reference, last_image) by
+// field. A field given twice (other than a list) is refused.
+func formObject(mr *multipart.Reader) (map[string]any, map[string][]byte, error) {
+	obj, files := map[string]any{}, map[string][]byte{}
 	for {
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
-			return obj, nil
+			return obj, files, nil
 		}
 		if err != nil {
-			return nil, badField("body", "not a multipart form: %v", err)
+			return nil, nil, badField("body", "not a multipart form: %v", err)
 		}
 		name := part.FormName()
 		data, err := io.ReadAll(part)
 		part.Close()
 		if err != nil {
-			return nil, badField("body", "not a multipart form: %v", err)
+			return nil, nil, badField("body", "not a multipart form: %v", err)
 		}
 		kind := formKinds[name]
-		if _, dup := obj[name]; dup && kind != "list" {
-			return nil, badField(name, "given twice")
+		_, dup := obj[name]
+		_, dupFile := files[name]
+		if (dup || dupFile) && kind != "list" {
+			return nil, nil, badField(name, "given twice")
 		}
 		switch {
-		case part.FileName() != "" && (name == "input_reference" || name == "last_image"):
-			obj[name] = base64.StdEncoding.EncodeToString(data)
+		case part.FileName() != "" && imageFields[name]:
+			files[name] = data
 		case kind == "list":
 			list, _ := obj[name].([]string)
 			obj[name] = append(list, string(data))

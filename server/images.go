@@ -35,6 +35,18 @@ type upload struct {
 	img  *imageproc.RGB
 }
 
+// imageFields are the request fields that hold images.
+var imageFields = map[string]bool{"input_reference": true, "last_image": true}
+
+// image is the request's image in field: a form's file (formObject
+// refuses a field given as both), or the field's text (decodeImage).
+func (r VideoRequest) image(field, text string) (*upload, error) {
+	if data, ok := r.files[field]; ok {
+		return imageUpload(field, data)
+	}
+	return decodeImage(field, text)
+}
+
 // decodeImage reads a JSON image field: a data URL
 // ("data:image/png;base64,...") or plain base64 of a PNG or JPEG.
 func decodeImage(field, s string) (*upload, error) {
