@@ -137,25 +137,26 @@ func (s *Server) putImages(ctx context.Context, id string, sp spec) error {
 
 // loadImages reads a job's stored images back into its spec.
 func (s *Server) loadImages(ctx context.Context, id string, sp *spec) error {
-	for _, in := range []struct {
-		has  bool
-		name string
-		into **upload
-	}{{sp.Image, inputImage, &sp.image}, {sp.LastImage, inputLast, &sp.lastImage}} {
-		if !in.has {
-			continue
+	load := func(has bool, name string) (*upload, error) {
+		if !has {
+			return nil, nil
 		}
-		data, err := s.q.GetInput(ctx, id, in.name)
+		data, err := s.q.GetInput(ctx, id, name)
 		if err != nil {
-			return fmt.Errorf("read the job's %s: %w", in.name, err)
+			return nil, fmt.Errorf("read the job's %s: %w", name, err)
 		}
 		img, err := imageproc.Decode(data)
 		if err != nil {
-			return fmt.Errorf("the job's %s: %w", in.name, err)
+			return nil, fmt.Errorf("the job's %s: %w", name, err)
 		}
-		*in.into = &upload{data: data, img: img}
+		return &upload{data: data, img: img}, nil
 	}
-	return nil
+	var err error
+	if sp.image, err = load(sp.Image, inputImage); err != nil {
+		return err
+	}
+	sp.lastImage, err = load(sp.LastImage, inputLast)
+	return err
 }
 
 // warmImages gives a warm-up request the images its model needs: mid
