@@ -13,31 +13,10 @@ import (
 // lower), confirm returns the next plan the estimate found fitting that
 // fits exactly, with its exact prediction.
 func TestSearchConfirmsExactly(t *testing.T) {
-	p := mustBuiltin(t, "wan2.2-ti2v-5b")
-	if err := p.UseImage(); err != nil {
-		t.Fatal(err)
-	}
-	req := Request{Frames: 81, Height: 480, Width: 832, TextLen: 512, Steps: 50, Guidance: 5}.normalized()
-	hw := hwprofile.Default()
+	c := estimateOnlyCase(t)
+	p, hw, req, b, host := c.p, c.hw, c.req, c.b, c.host
 	stream := residency.ComponentPlan{Placement: residency.Stream, Prefetch: 1, Tier: residency.TierDisk}
-	host := residency.Uniform("vae-host", stream, TextEncoder, Transformer)
-	host.Components[VAE] = residency.ComponentPlan{Placement: residency.Host}
 	streamed := residency.Uniform("streamed", stream, TextEncoder, Transformer, VAE)
-	b := Budgets{DeviceBytes: 8 << 30, HostBytes: 20 << 30}
-	est, err := predict(p, hw, host, req, b, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exact, err := Predict(p, hw, host, req, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if exact.PeakRSSBytes <= est.PeakRSSBytes {
-		t.Fatalf("the estimate's RSS %d is not below the exact %d: the case does not frame a plan only the estimate fits", est.PeakRSSBytes, exact.PeakRSSBytes)
-	}
-	// An RSS budget between the two: the estimate fits the host-placed
-	// VAE, the exact prediction does not.
-	b.RSSBytes = (est.PeakRSSBytes + exact.PeakRSSBytes) / 2
 	sr := &searcher{p: p, hw: hw, req: req, b: b, approx: true}
 	for _, plan := range []*residency.Plan{host, streamed} {
 		if pred, err := sr.predict(plan); err != nil || !pred.Fits {
@@ -62,25 +41,8 @@ func TestSearchConfirmsExactly(t *testing.T) {
 // TestSearchConfirmsExactly), confirm gives up and the search runs again
 // with every candidate predicted exactly; what it returns fits, exactly.
 func TestSearchAgainExactly(t *testing.T) {
-	p := mustBuiltin(t, "wan2.2-ti2v-5b")
-	if err := p.UseImage(); err != nil {
-		t.Fatal(err)
-	}
-	req := Request{Frames: 81, Height: 480, Width: 832, TextLen: 512, Steps: 50, Guidance: 5}.normalized()
-	hw := hwprofile.Default()
-	stream := residency.ComponentPlan{Placement: residency.Stream, Prefetch: 1, Tier: residency.TierDisk}
-	host := residency.Uniform("vae-host", stream, TextEncoder, Transformer)
-	host.Components[VAE] = residency.ComponentPlan{Placement: residency.Host}
-	b := Budgets{DeviceBytes: 8 << 30, HostBytes: 20 << 30}
-	est, err := predict(p, hw, host, req, b, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exact, err := Predict(p, hw, host, req, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.RSSBytes = (est.PeakRSSBytes + exact.PeakRSSBytes) / 2
+	c := estimateOnlyCase(t)
+	p, hw, req, b, host := c.p, c.hw, c.req, c.b, c.host
 	sr := &searcher{p: p, hw: hw, req: req, b: b, approx: true}
 	if pred, err := sr.predict(host); err != nil || !pred.Fits {
 		t.Fatalf("the estimate does not fit the host-placed VAE (%v %s)", err, pred.Problem)
@@ -102,4 +64,42 @@ func TestSearchAgainExactly(t *testing.T) {
 	if planKey(plan) == planKey(host) {
 		t.Errorf("the exact search chose the host-placed VAE, which does not fit")
 	}
+}
+
+// estimateOnly is a plan that fits only on the search's estimate: TI2V-5B
+// image to video at 480x832x81 with the VAE on the host, whose process RSS
+// the estimate puts lower than the exact prediction, under an RSS budget
+// between the two.
+type estimateOnly struct {
+	p    *Profile
+	hw   hwprofile.Profile
+	req  Request
+	b    Budgets
+	host *residency.Plan
+}
+
+func estimateOnlyCase(t *testing.T) estimateOnly {
+	t.Helper()
+	c := estimateOnly{p: mustBuiltin(t, "wan2.2-ti2v-5b"), hw: hwprofile.Default(),
+		req: Request{Frames: 81, Height: 480, Width: 832, TextLen: 512, Steps: 50, Guidance: 5}.normalized(),
+		b:   Budgets{DeviceBytes: 8 << 30, HostBytes: 20 << 30}}
+	if err := c.p.UseImage(); err != nil {
+		t.Fatal(err)
+	}
+	stream := residency.ComponentPlan{Placement: residency.Stream, Prefetch: 1, Tier: residency.TierDisk}
+	c.host = residency.Uniform("vae-host", stream, TextEncoder, Transformer)
+	c.host.Components[VAE] = residency.ComponentPlan{Placement: residency.Host}
+	est, err := predict(c.p, c.hw, c.host, c.req, c.b, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact, err := Predict(c.p, c.hw, c.host, c.req, c.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exact.PeakRSSBytes <= est.PeakRSSBytes {
+		t.Fatalf("the estimate's RSS %d is not below the exact %d: the case does not frame a plan only the estimate fits", est.PeakRSSBytes, exact.PeakRSSBytes)
+	}
+	c.b.RSSBytes = (est.PeakRSSBytes + exact.PeakRSSBytes) / 2
+	return c
 }
