@@ -49,50 +49,70 @@ func readImages(p *wan.Pipeline, r *wan.Request, path, last string) error {
 // encodes 1 + 4k frames and diffusers' pipeline drops the rest; and
 // --strength, which needs --video.
 func readVideo(p *wan.Pipeline, r *wan.Request, g *genFlags) ([]string, error) {
-	if g.video == "" {
-		if g.strength >= 0 {
-			return nil, userf("--strength applies to video to video: add --video FILE")
-		}
-		return nil, nil
-	}
-	if g.strength >= 0 && (g.strength <= 0 || g.strength > 1) {
-		return nil, userf("--strength %g: want a number in (0, 1] (1 runs every step)", g.strength)
+	given := g.strength >= 0
+	if err := checkStrength(g.video, given, g.strength); err != nil || g.video == "" {
+		return nil, err
 	}
 	want := 0
 	if g.frames != 0 {
 		want = r.Frames
 	}
-	clip, err := media.Decode(g.video, want)
+	clip, notes, err := videoClip(g.video, want)
 	if err != nil {
-		return nil, asUser(fmt.Errorf("--video: %w", err))
+		return nil, err
 	}
-	n := len(clip.Frames)
-	if want > n {
-		return nil, userf("--video %s has %d frames; --frames %d needs that many", g.video, n, want)
-	}
-	var notes []string
-	use := want
-	if want == 0 {
-		use = (n-1)/4*4 + 1
-		if use < n {
-			notes = append(notes, fmt.Sprintf("the video's %d frames are not 4k+1; using its first %d, as diffusers' VAE encodes them", n, use))
-		}
-	}
-	for i, f := range clip.Frames[:use] {
+	for i, f := range clip.Frames {
 		img, err := imageproc.NewRGB(clip.Width, clip.Height, f)
 		if err != nil {
 			return nil, asUser(fmt.Errorf("--video %s frame %d: %w", g.video, i, err))
 		}
 		r.Video = append(r.Video, img)
 	}
-	r.Frames, r.VideoFile, r.Strength = use, g.video, wan.DefaultStrength
-	if g.strength >= 0 {
+	r.Frames, r.VideoFile, r.Strength = len(clip.Frames), g.video, wan.DefaultStrength
+	if given {
 		r.Strength = g.strength
 	}
 	if err := p.SetVideoMode(true); err != nil {
 		return nil, asUser(err)
 	}
 	return notes, nil
+}
+
+// checkStrength checks --strength (given or not) beside --video, for
+// generate and plan.
+func checkStrength(video string, given bool, strength float64) error {
+	switch {
+	case video == "" && given:
+		return userf("--strength applies to video to video: add --video FILE")
+	case given && !(strength > 0 && strength <= 1): // NaN too
+		return userf("--strength %g: want a number in (0, 1] (1 runs every step)", strength)
+	}
+	return nil
+}
+
+// videoClip decodes --video for generate and plan: its first frames
+// frames when --frames is given (frames > 0), else all of them down to
+// the largest 4k+1, as the VAE encodes 1 + 4k frames and diffusers'
+// pipeline drops the rest (with a note).
+func videoClip(path string, frames int) (*media.Clip, []string, error) {
+	clip, err := media.Decode(path, frames)
+	if err != nil {
+		return nil, nil, asUser(fmt.Errorf("--video: %w", err))
+	}
+	n := len(clip.Frames)
+	if frames > n {
+		return nil, nil, userf("--video %s has %d frames; --frames %d needs that many", path, n, frames)
+	}
+	if frames > 0 {
+		return clip, nil, nil
+	}
+	use := (n-1)/4*4 + 1
+	var notes []string
+	if use < n {
+		notes = append(notes, fmt.Sprintf("the video's %d frames are not 4k+1; using its first %d, as diffusers' VAE encodes them", n, use))
+	}
+	clip.Frames = clip.Frames[:use]
+	return clip, notes, nil
 }
 
 // checkImages is Pipeline.CheckImages, naming the flag to change.

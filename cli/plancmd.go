@@ -3,13 +3,11 @@ package cli
 import (
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"ferry/imageproc"
-	"ferry/media"
 	"ferry/pipeline"
 	"ferry/pipeline/wan"
 	"ferry/planner"
@@ -118,30 +116,18 @@ func planImageFlag(prof *planner.Profile, path string) error {
 func planVideoFlag(fs *flag.FlagSet, prof *planner.Profile, req *planner.Request, path string, strength float64) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if path == "" {
-		if set["strength"] {
-			return userf("--strength applies to video to video: add --video FILE")
-		}
-		return nil
+	if err := checkStrength(path, set["strength"], strength); err != nil || path == "" {
+		return err
 	}
-	if math.IsNaN(strength) || strength <= 0 || strength > 1 {
-		return userf("--strength %g: want a number in (0, 1] (1 runs every step)", strength)
-	}
-	limit := 0
+	frames := 0
 	if set["frames"] {
-		limit = req.Frames
+		frames = req.Frames
 	}
-	clip, err := media.Decode(path, limit)
+	clip, _, err := videoClip(path, frames)
 	if err != nil {
-		return asUser(fmt.Errorf("--video: %w", err))
+		return err
 	}
-	n := len(clip.Frames)
-	if limit > n {
-		return userf("--video %s has %d frames; --frames %d needs that many", path, n, limit)
-	}
-	if limit == 0 {
-		req.Frames = (n-1)/4*4 + 1
-	}
+	req.Frames = len(clip.Frames)
 	run := wan.StepsRun(req.Steps, strength)
 	if run == 0 {
 		return userf("--strength %g runs no step of %d (int(steps·strength) is 0): raise --strength or --steps", strength, req.Steps)
