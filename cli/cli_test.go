@@ -85,6 +85,8 @@ func TestUserErrors(t *testing.T) {
 		{"unsupported extension", []string{"generate", "--model", syn, "--prompt", "x", "--out", out("a.webm")}, "unknown output extension"},
 		{"png for many frames", []string{"generate", "--model", tiny, "--prompt", "x", "--frames", "5", "--height", "32", "--width", "32", "--out", out("a.png")}, "folder path ending in /"},
 		{"missing output folder", []string{"generate", "--model", syn, "--prompt", "x", "--out", "/nonexistent/dir/a.png"}, "output directory"},
+		{"guidance not a number", []string{"generate", "--model", tiny, "--prompt", "x", "--guidance", "NaN", "--out", out("a.gif")}, "want a number"},
+		{"strength infinite", []string{"generate", "--model", tiny, "--prompt", "x", "--strength", "Inf", "--out", out("a.gif")}, "want a number"},
 		{"latents of the wrong shape", []string{"generate", "--model", tiny, "--prompt", "x", "--latents", latentsFile(t, 1, 4, 2, 4, 4), "--out", out("a.gif")}, "latents"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -58,7 +58,7 @@ func (f unsetFloat) String() string {
 
 func (f unsetFloat) Set(s string) error {
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 		return errors.New("want a number")
 	}
 	*f.v = v
