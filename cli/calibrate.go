@@ -78,6 +78,10 @@ func runCalibrate(e *env, args []string) error {
 	for _, g := range p.Gemm {
 		fmt.Fprintf(e.stdout, "gemm %-9s %7.1f GFLOP/s\n", g.Name, g.GFLOPS)
 	}
+	if p.FMAPeakGFLOPS > 0 {
+		fmt.Fprintf(e.stdout, "fma peak (%s) %.1f GFLOP/s: gemm go at %.0f%% of it\n",
+			p.FMAPeakISA, p.FMAPeakGFLOPS, 100*p.GEMMGFLOPS("go")/p.FMAPeakGFLOPS)
+	}
 	fmt.Fprintf(e.stdout, "attention %.1f GFLOP/s, conv %.1f GFLOP/s, elementwise %.1f GB/s\n", p.AttentionGFLOPS, p.ConvGFLOPS, p.MemGBps)
 	fmt.Fprintf(e.stdout, "host->device %.2f GB/s (bf16->f32), disk %.2f GB/s, page cache %.2f GB/s\n", p.H2DGBps, p.DiskGBps, p.PageCacheGBps)
 	fmt.Fprintf(e.stdout, "first touch of fresh memory %.2f µs per 4 KiB page (%.2f µs where the process unmapped it moments before)\n", p.FirstTouchUsPerPage, p.WarmTouchUsPerPage)

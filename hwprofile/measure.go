@@ -11,6 +11,7 @@ import (
 	"ferry/backend/cpu"
 	"ferry/backend/cpu/arena"
 	"ferry/backend/cpu/gemm"
+	"ferry/backend/cpu/parallel"
 	"ferry/dtype"
 	"ferry/tensor"
 )
@@ -92,6 +93,15 @@ func Measure(opts Options) (Profile, error) {
 	}
 	sort.SliceStable(p.Gemm, func(i, j int) bool { return p.Gemm[i].GFLOPS > p.Gemm[j].GFLOPS })
 	p.GemmDefault = gemm.Best().Name()
+	logf("fma peak")
+	peakTime := 200 * time.Millisecond
+	if opts.Small {
+		peakTime = 20 * time.Millisecond
+	}
+	p.FMAPeakGFLOPS, p.FMAPeakISA = gemm.FMAPeak(parallel.Default().Workers(), peakTime)
+	if p.FMAPeakGFLOPS == 0 {
+		p.FMAPeakISA = ""
+	}
 
 	be := cpu.New(cpu.NewDevice(0), gemm.Best())
 	logf("attention, convolution, elementwise")

@@ -56,6 +56,12 @@ type Profile struct {
 	// GemmDefault names the implementation the runtime uses by default
 	// (gemm.Best); GEMMGFLOPS without a name returns its rate.
 	GemmDefault string `json:"gemm_default"`
+	// FMAPeakGFLOPS is the fp32 FMA peak of the instruction set the Go
+	// GEMM's kernel uses (FMAPeakISA), on all its threads: a register-only
+	// loop (gemm.FMAPeak), the ceiling its rates are judged against. Not
+	// used by the planner; 0 where not measured.
+	FMAPeakGFLOPS float64 `json:"fma_peak_gflops,omitempty"`
+	FMAPeakISA    string  `json:"fma_peak_isa,omitempty"`
 
 	// AttentionGFLOPS counts 4·Lq·Lk·D flops per (batch, head).
 	AttentionGFLOPS float64 `json:"attention_gflops"`

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"ferry/backend/cpu"
+	"ferry/backend/cpu/gemm"
 )
 
 func TestSaveLoadRoundTrip(t *testing.T) {
@@ -134,6 +135,9 @@ func TestMeasureSmall(t *testing.T) {
 		if !(v > 0) {
 			t.Errorf("%s = %g, want > 0", name, v)
 		}
+	}
+	if kernel := gemm.DefaultGo().Kernel(); (kernel == "portable") != (p.FMAPeakGFLOPS == 0) || (p.FMAPeakGFLOPS > 0 && p.FMAPeakISA != kernel) {
+		t.Errorf("FMA peak %g GFLOP/s measured for %q; the Go GEMM runs the %s kernel", p.FMAPeakGFLOPS, p.FMAPeakISA, kernel)
 	}
 	if p.DiskSuspect != (p.DiskMeasuredGBps > SuspectDiskGBps) && p.DiskNote == "" {
 		t.Errorf("disk suspect flag %v does not match the measured %g GB/s", p.DiskSuspect, p.DiskMeasuredGBps)

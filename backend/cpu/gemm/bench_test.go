@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"ferry/backend/cpu/gemm"
 	"ferry/backend/cpu/gemm/gemmtest"
@@ -220,14 +221,18 @@ func BenchmarkGoKernels(b *testing.B) {
 
 // BenchmarkPaired takes the ratios the CPU kernel goals are stated in,
 // each timed pair by pair on one shape (gemmtest.Paired): the Go GEMM over
-// packed weights against OpenBLAS, bf16 against fp32 (both over packed
-// weights), and two workers against one (both GEMMs, packed weights).
+// packed weights against OpenBLAS (and its rate over the FMA peak of its
+// kernel's instruction set, gemm.FMAPeak, measured once at the start, as
+// of-peak), bf16 against fp32 (both over packed weights), and two workers
+// against one (both GEMMs, packed weights).
 func BenchmarkPaired(b *testing.B) {
 	g, bf := gemm.DefaultGo(), gemm.DefaultBF16()
 	blas, blasErr := gemm.OpenBLAS()
 	if blasErr != nil {
 		b.Logf("OpenBLAS not installed, not compared: %v", blasErr)
 	}
+	peak, isa := gemm.FMAPeak(parallel.Default().Workers(), 200*time.Millisecond)
+	b.Logf("FMA peak (%s, %d threads): %.1f GFLOP/s", isa, parallel.Default().Workers(), peak)
 	for _, shape := range benchShapes() {
 		m, k, n := shape[0], shape[1], shape[2]
 		ops := newBenchOperands(m, n, k)
@@ -237,7 +242,11 @@ func BenchmarkPaired(b *testing.B) {
 			ref := gemmtest.Side{Name: "openblas", Flops: fp32.Flops, After: func() { gemm.Settle(blas) }, Run: func() {
 				blas.Sgemm(false, true, m, n, k, 1, ops.a, k, ops.b, k, 0, ops.c, n)
 			}}
-			b.Run("go-packed-vs-openblas/"+name, func(b *testing.B) { gemmtest.Paired(b, fp32, ref) })
+			b.Run("go-packed-vs-openblas/"+name, func(b *testing.B) {
+				if rate, _ := gemmtest.Paired(b, fp32, ref); peak > 0 {
+					b.ReportMetric(rate/peak, "of-peak")
+				}
+			})
 		}
 		b.Run("bf16-vs-fp32/"+name, func(b *testing.B) {
 			gemmtest.Paired(b, packedBF16Side(b, "go-bf16-packed", bf, ops), fp32)

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"ferry/dtype"
@@ -244,4 +247,52 @@ func TestRoundPairsAVX512(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAVX2KC checks the AVX2 kernel's K block for the L1 sizes of the
+// CPUs it runs on, and that the block of this CPU is the one its L1 asks
+// for.
+func TestAVX2KC(t *testing.T) {
+	for _, c := range []struct{ l1, kc int }{
+		{0, 256},        // CPUID does not say
+		{32 << 10, 256}, // Zen 2 to 4, Skylake
+		{48 << 10, 512}, // Zen 5, Intel cores since Ice Lake
+		{40 << 10, 384}, // between: the largest block that fits
+		{64 << 10, 512}, // capped: larger blocks were not measured
+		{128 << 10, 512},
+	} {
+		if got := avx2KC(c.l1); got != c.kc {
+			t.Errorf("avx2KC(%d KiB) = %d, want %d", c.l1>>10, got, c.kc)
+		}
+	}
+	l1 := l1DataBytes()
+	if l1 != 0 && (l1 < 16<<10 || l1 > 1<<20) {
+		t.Errorf("CPUID says the L1 data cache is %d bytes: not a plausible size", l1)
+	}
+	if want, ok := sysfsL1Data(); ok && l1 != 0 && l1 != want {
+		t.Errorf("CPUID says the L1 data cache is %d bytes, Linux says %d", l1, want)
+	}
+	if avx2Kernel.kc != avx2KC(l1) {
+		t.Errorf("the AVX2 kernel blocks K by %d, this CPU's L1 (%d bytes) asks for %d", avx2Kernel.kc, l1, avx2KC(l1))
+	}
+	t.Logf("L1 data cache %d KiB: AVX2 K block %d", l1>>10, avx2Kernel.kc)
+}
+
+// sysfsL1Data reads the L1 data cache size Linux reports for CPU 0.
+func sysfsL1Data() (int, bool) {
+	for i := range 8 {
+		dir := fmt.Sprintf("/sys/devices/system/cpu/cpu0/cache/index%d/", i)
+		level, err1 := os.ReadFile(dir + "level")
+		kind, err2 := os.ReadFile(dir + "type")
+		size, err3 := os.ReadFile(dir + "size")
+		if err1 != nil || err2 != nil || err3 != nil {
+			return 0, false
+		}
+		if strings.TrimSpace(string(level)) != "1" || strings.TrimSpace(string(kind)) != "Data" {
+			continue
+		}
+		kib, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(string(size)), "K"))
+		return kib << 10, err == nil
+	}
+	return 0, false
 }

@@ -45,7 +45,9 @@ func Linear(tb testing.TB, name string, g *gemm.Go, m, n, k int, a, b, c []float
 // for waking its threads, which took 2-3 ms on these virtual machines
 // after 20 ms asleep (the scheduler placed the woken thread on the busy
 // core): more than a whole product at 256 rows.
-func Paired(b *testing.B, a, c Side) {
+//
+// It returns the two sides' median rates (GFLOP/s).
+func Paired(b *testing.B, a, c Side) (rateA, rateC float64) {
 	var ra, rc, ratio []float64
 	for b.Loop() {
 		ta := warmTimed(a)
@@ -54,9 +56,11 @@ func Paired(b *testing.B, a, c Side) {
 		rc = append(rc, c.Flops/tc/1e9)
 		ratio = append(ratio, ra[len(ra)-1]/rc[len(rc)-1])
 	}
-	b.ReportMetric(median(ra), a.Name+"-GFLOP/s")
-	b.ReportMetric(median(rc), c.Name+"-GFLOP/s")
+	rateA, rateC = median(ra), median(rc)
+	b.ReportMetric(rateA, a.Name+"-GFLOP/s")
+	b.ReportMetric(rateC, c.Name+"-GFLOP/s")
 	b.ReportMetric(median(ratio), "ratio")
+	return rateA, rateC
 }
 
 // warmUp is how long each side runs untimed before its timed run.
