@@ -117,6 +117,7 @@ func installGoKernels() {
 	sumF64, sqDevF64, normRow, ropeRow = sumF64Go, sqDevF64Go, normRowGo, ropeRowGo
 	unaryRows[tensor.SiLU] = siluRow
 	unaryRows[tensor.GELUTanh] = geluTanhRow
+	unaryRows[tensor.GELUErf] = geluErfRow
 	unaryRows[tensor.Sigmoid] = sigmoidRow
 	unaryRows[tensor.Exp] = expRow
 	unaryRows[tensor.ReLU] = reluRow

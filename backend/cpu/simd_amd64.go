@@ -60,6 +60,7 @@ var avx512Kernels = asmKernels{
 	unary: map[tensor.UnaryOp]func(d, x *float32, n int){
 		tensor.SiLU:     siluAVX512,
 		tensor.GELUTanh: geluTanhAVX512,
+		tensor.GELUErf:  geluErfAVX512,
 		tensor.Sigmoid:  sigmoidAVX512,
 		tensor.Exp:      expAVX512,
 		tensor.ReLU:     reluAVX512,
@@ -165,6 +166,9 @@ func sigmoidAVX512(d, x *float32, n int)
 
 //go:noescape
 func geluTanhAVX512(d, x *float32, n int)
+
+//go:noescape
+func geluErfAVX512(d, x *float32, n int)
 
 //go:noescape
 func expAVX512(d, x *float32, n int)

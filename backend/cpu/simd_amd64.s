@@ -59,6 +59,11 @@ maxreduce:
 	VRNDSCALEPS  $0, Z8, Z8; \
 	VFNMADD231PS Z5, Z8, Z0; \
 	VFNMADD231PS Z6, Z8, Z0; \
+	EXPPOLY
+
+// EXPPOLY is EXP's second half: Z9 = exp(r)·2^n from r in Z0 (|r| about
+// ln2/2 at most) and n in Z8.
+#define EXPPOLY \
 	VMOVAPS      Z10, Z9; \
 	VFMADD213PS  Z11, Z0, Z9; \
 	VFMADD213PS  Z12, Z0, Z9; \
@@ -451,6 +456,99 @@ tail:
 	VCMPPS      $0x1d, Z23, Z17, K2
 	VMOVAPS     Z17, K2, Z19
 	VDIVPS      Z18, Z19, Z9
+	VMOVUPS Z9, K1, (DI)
+
+done:
+	VZEROUPPER
+	RET
+
+// GELU, exact: x·Φ(x), Φ(x) = erfc(-x/√2)/2. With z = |x|/√2, erfc(z) =
+// t·exp(-z² + P(t)), t = 1/(1 + z/2), P the degree-9 Chebyshev fit of
+// Numerical Recipes' erfcc (relative error below 1.2e-7 for every z >= 0),
+// so that the negative tail keeps its relative accuracy (PyTorch's
+// 1 + erf(x/√2) loses it there). The exponent is -z² + P(t) with z² =
+// x²/2 carried exactly, as x·x plus the FMA's rounding error of it, and
+// is reduced by n·ln2 before P(t) is added (n from the rounded sum): a
+// float32 sum of the two would be off by half an ulp of z², up to 2^-18
+// relative to exp's result at z² near 100. Φ(x) = 1 - erfc(z)/2 where x's sign
+// bit is clear. |x| is clamped to 16 (NaN passing), past which Φ is 1 or
+// 0 in float32, so that ±Inf give ±Inf·Φ as in PyTorch and not an Inf - Inf.
+// x is in Z17, the result in Z9; Z18, Z19 and Z7 are lost.
+#define GELUERF \
+	VPANDND      Z17, Z20, Z19; \
+	VMINPS       Z19, Z23, Z19; \
+	VMULPS       Z19, Z19, Z18; \
+	VMOVAPS      Z18, Z7; \
+	VFMSUB231PS  Z19, Z19, Z7; \
+	VFMADD213PS  Z16, Z21, Z19; \
+	VDIVPS       Z19, Z16, Z19; \
+	VMOVAPS      Z1, Z0; \
+	VFMADD213PS  Z22, Z19, Z0; \
+	VFMADD213PS  Z24, Z19, Z0; \
+	VFMADD213PS  Z25, Z19, Z0; \
+	VFMADD213PS  Z26, Z19, Z0; \
+	VFMADD213PS  Z27, Z19, Z0; \
+	VFMADD213PS  Z28, Z19, Z0; \
+	VFMADD213PS  Z29, Z19, Z0; \
+	VFMADD213PS  Z30, Z19, Z0; \
+	VFMADD213PS  Z31, Z19, Z0; \
+	VFNMADD231PS Z15, Z7, Z0; \
+	VMULPS       Z15, Z18, Z18; \
+	VSUBPS       Z18, Z0, Z8; \
+	VMULPS       Z3, Z8, Z8; \
+	VRNDSCALEPS  $0, Z8, Z8; \
+	VFMADD231PS  Z5, Z8, Z18; \
+	VFMADD231PS  Z6, Z8, Z18; \
+	VSUBPS       Z18, Z0, Z0; \
+	EXPPOLY; \
+	VMULPS       Z19, Z9, Z9; \
+	VMULPS       Z15, Z9, Z9; \
+	VPTESTNMD    Z20, Z17, K2; \
+	VSUBPS       Z9, Z16, K2, Z9; \
+	VMULPS       Z17, Z9, Z9
+
+// GELUERFCONSTS: the sign bit in Z20, 16 in Z23, Z21 = 1/(2√2), and P's
+// coefficients c9..c0 in Z1, Z22, Z24-Z31.
+#define GELUERFCONSTS \
+	CONST(0x80000000, Z20); \
+	CONST(0x41800000, Z23); \
+	CONST(0x3eb504f3, Z21); \
+	CONST(0x3e2ef945, Z1); \
+	CONST(0xbf527892, Z22); \
+	CONST(0x3fbe87b0, Z24); \
+	CONST(0xbf914e5d, Z25); \
+	CONST(0x3e8ec7cc, Z26); \
+	CONST(0xbe3ec24c, Z27); \
+	CONST(0x3dc636c9, Z28); \
+	CONST(0x3ebf88fb, Z29); \
+	CONST(0x3f8000c7, Z30); \
+	CONST(0xbfa1fc4e, Z31)
+
+// func geluErfAVX512(d, x *float32, n int)
+TEXT ·geluErfAVX512(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	EXPCONSTS
+	GELUERFCONSTS
+
+loop:
+	CMPQ    CX, $16
+	JLT     tail
+	VMOVUPS (SI), Z17
+	GELUERF
+	VMOVUPS Z9, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JMP     loop
+
+tail:
+	TESTQ CX, CX
+	JEQ   done
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z17
+	GELUERF
 	VMOVUPS Z9, K1, (DI)
 
 done:

@@ -11,6 +11,7 @@ var avx2Kernels = asmKernels{
 	unary: map[tensor.UnaryOp]func(d, x *float32, n int){
 		tensor.SiLU:     siluAVX2,
 		tensor.GELUTanh: geluTanhAVX2,
+		tensor.GELUErf:  geluErfAVX2,
 		tensor.Sigmoid:  sigmoidAVX2,
 		tensor.Exp:      expAVX2,
 		tensor.ReLU:     reluAVX2,
@@ -50,6 +51,9 @@ func sigmoidAVX2(d, x *float32, n int)
 
 //go:noescape
 func geluTanhAVX2(d, x *float32, n int)
+
+//go:noescape
+func geluErfAVX2(d, x *float32, n int)
 
 //go:noescape
 func expAVX2(d, x *float32, n int)

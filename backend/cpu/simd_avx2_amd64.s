@@ -31,6 +31,11 @@
 	VROUNDPS     $0, Y8, Y8; \
 	VFNMADD231PS ln2hi<>(SB), Y8, Y0; \
 	VFNMADD231PS ln2lo<>(SB), Y8, Y0; \
+	EXP8POLY
+
+// EXP8POLY is EXP8's second half: Y9 = exp(r)·2^n from r in Y0 (|r| about
+// ln2/2 at most) and n in Y8 (a float in [-252, 254]), destroying Y7 and Y8.
+#define EXP8POLY \
 	VMOVUPS      expC7<>(SB), Y9; \
 	VFMADD213PS  expC6<>(SB), Y0, Y9; \
 	VFMADD213PS  expC5<>(SB), Y0, Y9; \
@@ -481,6 +486,64 @@ TEXT ·geluTanhAVX2(SB), NOSPLIT, $0-24
 	MOVQ x+8(FP), SI
 	MOVQ n+16(FP), CX
 	UNARYLOOP(GELU)
+
+// GELU, exact: x·Φ(x), as simd_amd64.s's GELUERF computes it (the same
+// fit, the same clamp, the same reduction). min(|x|, 16) then t in Y12, its
+// square in Y11 and the square's rounding error in Y14; Y1 and Y2 are lost.
+#define GELUERF \
+	VMOVUPS      signBit<>(SB), Y1; \
+	VANDNPS      Y10, Y1, Y12; \
+	VBROADCASTSS erfMax<>(SB), Y1; \
+	VMINPS       Y12, Y1, Y12; \
+	VMULPS       Y12, Y12, Y11; \
+	VMOVAPS      Y11, Y14; \
+	VFMSUB231PS  Y12, Y12, Y14; \
+	VBROADCASTSS erfK<>(SB), Y1; \
+	VFMADD213PS  one<>(SB), Y1, Y12; \
+	VMOVUPS      one<>(SB), Y1; \
+	VDIVPS       Y12, Y1, Y12; \
+	VBROADCASTSS erfP<>+36(SB), Y0; \
+	VBROADCASTSS erfP<>+32(SB), Y1; \
+	VFMADD213PS  Y1, Y12, Y0; \
+	VBROADCASTSS erfP<>+28(SB), Y1; \
+	VFMADD213PS  Y1, Y12, Y0; \
+	VBROADCASTSS erfP<>+24(SB), Y1; \
+	VFMADD213PS  Y1, Y12, Y0; \
+	VBROADCASTSS erfP<>+20(SB), Y1; \
+	VFMADD213PS  Y1, Y12, Y0; \
+	VBROADCASTSS erfP<>+16(SB), Y1; \
+	VFMADD213PS  Y1, Y12, Y0; \
+	VBROADCASTSS erfP<>+12(SB), Y1; \
+	VFMADD213PS  Y1, Y12, Y0; \
+	VBROADCASTSS erfP<>+8(SB), Y1; \
+	VFMADD213PS  Y1, Y12, Y0; \
+	VBROADCASTSS erfP<>+4(SB), Y1; \
+	VFMADD213PS  Y1, Y12, Y0; \
+	VBROADCASTSS erfP<>+0(SB), Y1; \
+	VFMADD213PS  Y1, Y12, Y0; \
+	VBROADCASTSS erfHalf<>(SB), Y1; \
+	VFNMADD231PS Y1, Y14, Y0; \
+	VMULPS       Y1, Y11, Y11; \
+	VSUBPS       Y11, Y0, Y8; \
+	VMULPS       log2e<>(SB), Y8, Y8; \
+	VROUNDPS     $0, Y8, Y8; \
+	VFMADD231PS  ln2hi<>(SB), Y8, Y11; \
+	VFMADD231PS  ln2lo<>(SB), Y8, Y11; \
+	VSUBPS       Y11, Y0, Y0; \
+	EXP8POLY; \
+	VMULPS       Y12, Y9, Y9; \
+	VMULPS       Y1, Y9, Y9; \
+	VMOVUPS      one<>(SB), Y2; \
+	VSUBPS       Y9, Y2, Y2; \
+	VBLENDVPS    Y10, Y9, Y2, Y9; \
+	VMULPS       Y10, Y9, Y9
+
+// func geluErfAVX2(d, x *float32, n int)
+TEXT ·geluErfAVX2(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	UNARYLOOP(GELUERF)
 
 // func expAVX2(d, x *float32, n int)
 TEXT ·expAVX2(SB), NOSPLIT, $0-24
@@ -968,3 +1031,22 @@ DATA laneBits<>+56(SB)/4, $0x4000
 DATA laneBits<>+60(SB)/4, $0x8000
 GLOBL laneBits<>(SB), RODATA|NOPTR, $64
 
+// erfP: the coefficients c0..c9 of GELUERF's fit; erfK = 1/(2√2); erfHalf = 0.5;
+// erfMax = 16, the clamp of |x|.
+DATA erfP<>+0(SB)/4, $0xbfa1fc4e
+DATA erfP<>+4(SB)/4, $0x3f8000c7
+DATA erfP<>+8(SB)/4, $0x3ebf88fb
+DATA erfP<>+12(SB)/4, $0x3dc636c9
+DATA erfP<>+16(SB)/4, $0xbe3ec24c
+DATA erfP<>+20(SB)/4, $0x3e8ec7cc
+DATA erfP<>+24(SB)/4, $0xbf914e5d
+DATA erfP<>+28(SB)/4, $0x3fbe87b0
+DATA erfP<>+32(SB)/4, $0xbf527892
+DATA erfP<>+36(SB)/4, $0x3e2ef945
+GLOBL erfP<>(SB), RODATA|NOPTR, $40
+DATA erfK<>+0(SB)/4, $0x3eb504f3
+GLOBL erfK<>(SB), RODATA|NOPTR, $4
+DATA erfHalf<>+0(SB)/4, $0x3f000000
+GLOBL erfHalf<>(SB), RODATA|NOPTR, $4
+DATA erfMax<>+0(SB)/4, $0x41800000
+GLOBL erfMax<>(SB), RODATA|NOPTR, $4

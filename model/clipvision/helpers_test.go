@@ -44,13 +44,13 @@ func synthesize(cfg Config, seed uint64) *residencytest.MemSource {
 // rig is an executor on fresh CPU devices.
 type rig struct{ *modeltest.Rig }
 
-func newRig(t *testing.T, plan *residency.Plan, g gemm.Impl) rig {
+func newRig(t testing.TB, plan *residency.Plan, g gemm.Impl) rig {
 	t.Helper()
 	return rig{modeltest.NewRig(t, g, plan)}
 }
 
 // tower registers a model over src.
-func (r rig) tower(t *testing.T, cfg Config, src residency.Source) *Model {
+func (r rig) tower(t testing.TB, cfg Config, src residency.Source) *Model {
 	t.Helper()
 	m := New(cfg)
 	if err := r.Ex.Register(m.Component(component, src)); err != nil {
@@ -60,7 +60,7 @@ func (r rig) tower(t *testing.T, cfg Config, src residency.Source) *Model {
 }
 
 // encode runs Encode, checks the shape and downloads the result.
-func (r rig) encode(t *testing.T, m *Model, pixels []float32, batch int) []float32 {
+func (r rig) encode(t testing.TB, m *Model, pixels []float32, batch int) []float32 {
 	t.Helper()
 	ops := r.Ex.Ops(component)
 	out, err := m.Encode(r.Ex, ops, pixels, batch)
@@ -79,7 +79,7 @@ func (r rig) encode(t *testing.T, m *Model, pixels []float32, batch int) []float
 	return got
 }
 
-func tinyConfig(t *testing.T, raw string) Config {
+func tinyConfig(t testing.TB, raw string) Config {
 	t.Helper()
 	c, err := ParseConfig([]byte(raw))
 	if err != nil {
