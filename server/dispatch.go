@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -115,21 +116,25 @@ func (ms *models) register(m *model, rt *pipeline.Runtime, plan *residency.Plan,
 	return m.runPipe.Register(rt.Exec)
 }
 
-// planLabel names a plan and where it puts each component, e.g. "auto:
-// text_encoder=resident transformer=stream(host,k=1) vae=resident": the
-// name alone ("auto") does not say which plan ran. A component the plan
-// does not list is resident; a plan that lists none is "NAME: all
-// resident".
-func planLabel(p *residency.Plan) string {
+// planLabel names a plan and where it puts each of the model's
+// components (has), e.g. "auto: text_encoder=resident
+// transformer=stream(host,k=1) vae=resident": the name alone ("auto") does
+// not say which plan ran. The presets place every component a Wan folder
+// may have; those the model lacks (a text-to-video model's image_encoder)
+// are left out. A component the plan does not list is resident; a plan
+// that lists none of the model's is "NAME: all resident".
+func planLabel(p *residency.Plan, has []string) string {
 	if p == nil {
 		return ""
 	}
-	if len(p.Components) == 0 {
-		return p.Name + ": all resident"
-	}
 	names := make([]string, 0, len(p.Components))
 	for n := range p.Components {
-		names = append(names, n)
+		if slices.Contains(has, n) {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return p.Name + ": all resident"
 	}
 	sort.Strings(names)
 	var b strings.Builder

@@ -142,18 +142,24 @@ func mustSpec(t *testing.T, body string) (spec, error) {
 }
 
 func TestPlanLabel(t *testing.T) {
+	t2v := []string{"text_encoder", "transformer", "vae"}
+	preset := &residency.Plan{Name: "auto", Components: map[string]residency.ComponentPlan{
+		"vae":           {Placement: residency.Resident},
+		"transformer":   {Placement: residency.Stream, Tier: residency.TierDisk, Prefetch: 1, Persistent: 2},
+		"image_encoder": {Placement: residency.Onload},
+	}}
 	for _, c := range []struct {
 		plan *residency.Plan
+		has  []string
 		want string
 	}{
-		{nil, ""},
-		{&residency.Plan{Name: "auto"}, "auto: all resident"},
-		{&residency.Plan{Name: "auto", Components: map[string]residency.ComponentPlan{
-			"vae":         {Placement: residency.Resident},
-			"transformer": {Placement: residency.Stream, Tier: residency.TierDisk, Prefetch: 1, Persistent: 2},
-		}}, "auto: transformer=stream(disk,k=1,n=2) vae=resident"},
+		{nil, t2v, ""},
+		{&residency.Plan{Name: "auto"}, t2v, "auto: all resident"},
+		{preset, t2v, "auto: transformer=stream(disk,k=1,n=2) vae=resident"},
+		{preset, append(t2v, "image_encoder"), "auto: image_encoder=onload(host) transformer=stream(disk,k=1,n=2) vae=resident"},
+		{preset, []string{"text_encoder"}, "auto: all resident"},
 	} {
-		if got := planLabel(c.plan); got != c.want {
+		if got := planLabel(c.plan, c.has); got != c.want {
 			t.Errorf("planLabel: %q, want %q", got, c.want)
 		}
 	}

@@ -214,7 +214,7 @@ func (ms *models) planFor(m *model, s spec, b pipeline.Budget) (*residency.Plan,
 	if err != nil {
 		return nil, pred, badField("plan", "%v", err)
 	}
-	pred.Plan = planLabel(plan)
+	pred.Plan = planLabel(plan, prof.ComponentNames())
 	if !pred.Fits {
 		return nil, pred, &errInsufficient{msg: fmt.Sprintf("plan %s is predicted not to fit the budgets: %s", plan.Name, pred.Problem)}
 	}
@@ -353,7 +353,7 @@ func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 func (ms *models) predictWith(m *model, s spec, b pipeline.Budget, plan *residency.Plan) (planner.Prediction, error) {
 	prof, hw, req := ms.planInputs(m, s)
 	pred, err := planner.Predict(&prof, hw, plan, req, plannerBudgets(b))
-	pred.Plan = planLabel(plan)
+	pred.Plan = planLabel(plan, prof.ComponentNames())
 	return pred, err
 }
 

@@ -385,7 +385,7 @@ func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, p
 	// Reserved, as predicted: what the device budget caps. A shared
 	// component's peak adds to m's (an upper bound of their joint peak).
 	peaks := queue.Peaks{DeviceBytes: job.PeakDeviceReservedBytes, HostBytes: job.PeakHostBytes,
-		Plan: planLabel(rt.Plan), Warm: m.warm, DiskBytes: job.BytesReadDisk}
+		Plan: planLabel(rt.Plan, m.prof.ComponentNames()), Warm: m.warm, DiskBytes: job.BytesReadDisk}
 	for _, o := range others {
 		peaks.DeviceBytes += o.Device.Stats().PeakReserved
 		peaks.HostBytes += o.Host.Stats().PeakReserved
