@@ -146,6 +146,21 @@ func imagesEncoded(p *Profile) int {
 // (UseImage), leaving p as it is: a server plans a TI2V model's text- and
 // image-to-video requests from one profile.
 func (p *Profile) WithImage() (*Profile, error) {
+	q := p.ownVAE()
+	return q, q.UseImage()
+}
+
+// WithVideo is a copy of p that plans video-to-video requests (UseVideo),
+// leaving p as it is: a server plans a model's text-to-video requests and
+// its remixes from one profile.
+func (p *Profile) WithVideo() (*Profile, error) {
+	q := p.ownVAE()
+	return q, q.UseVideo()
+}
+
+// ownVAE is a copy of p with a VAE component of its own (the one the
+// image modes change), the others shared with p.
+func (p *Profile) ownVAE() *Profile {
 	q := *p
 	q.Components = slices.Clone(p.Components)
 	for i, c := range q.Components {
@@ -154,7 +169,7 @@ func (p *Profile) WithImage() (*Profile, error) {
 			q.Components[i] = &vae
 		}
 	}
-	return &q, q.UseImage()
+	return &q
 }
 
 // UseImage makes the profile plan a request that gives an image: an

@@ -144,6 +144,13 @@ type spec struct {
 	LastImage bool `json:"last_image,omitempty"`
 	image     *upload
 	lastImage *upload
+	// Video says the job is a remix of video RemixOf: it stored that
+	// video's file (inputVideo), read back into video with its frames;
+	// Strength is how much of the schedule runs (remix.go).
+	Video    bool    `json:"video,omitempty"`
+	RemixOf  string  `json:"remixed_from_video_id,omitempty"`
+	Strength float64 `json:"strength,omitempty"`
+	video    *clip
 }
 
 // Variants of a job's content.
@@ -239,14 +246,9 @@ func (r VideoRequest) toSpec() (spec, error) {
 			return s, err
 		}
 	}
-	s.Outputs = []string{"video"}
-	for _, v := range r.Outputs {
-		if _, ok := variants[v]; !ok {
-			return s, badField("outputs", "unknown variant %q (want video, report, trace, chart, plan)", v)
-		}
-		if v != "video" && !contains(s.Outputs, v) {
-			s.Outputs = append(s.Outputs, v)
-		}
+	var err error
+	if s.Outputs, err = outputVariants(r.Outputs); err != nil {
+		return s, err
 	}
 	if len(r.KeepAlive) > 0 {
 		d, err := parseKeepAlive(r.KeepAlive)
@@ -255,7 +257,6 @@ func (r VideoRequest) toSpec() (spec, error) {
 		}
 		s.KeepAlive = &d
 	}
-	var err error
 	if s.LoRAs, err = parseLoRAs("lora", r.LoRA); err != nil {
 		return s, err
 	}
@@ -270,6 +271,21 @@ func (r VideoRequest) toSpec() (spec, error) {
 	}
 	s.Image, s.LastImage = s.image != nil, s.lastImage != nil
 	return s, nil
+}
+
+// outputVariants checks a request's outputs: the variants to keep, video
+// always first.
+func outputVariants(vs []string) ([]string, error) {
+	out := []string{"video"}
+	for _, v := range vs {
+		if _, ok := variants[v]; !ok {
+			return nil, badField("outputs", "unknown variant %q (want video, report, trace, chart, plan)", v)
+		}
+		if v != "video" && !contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }
 
 func checkGuidance(field string, g float64) error {

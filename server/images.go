@@ -118,13 +118,20 @@ func (m *model) switchesImage() bool {
 // imageMode says s runs m in a TI2V folder's image mode.
 func (m *model) imageMode(s spec) bool { return s.image != nil && m.switchesImage() }
 
-// putImages stores a job's uploads before it is submitted.
-func (s *Server) putImages(ctx context.Context, id string, sp spec) error {
+// putInputs stores a job's images and a remix's source video before it
+// is submitted.
+func (s *Server) putInputs(ctx context.Context, id string, sp spec) error {
+	inputs := map[string][]byte{}
 	for name, u := range map[string]*upload{inputImage: sp.image, inputLast: sp.lastImage} {
-		if u == nil {
-			continue
+		if u != nil {
+			inputs[name] = u.data
 		}
-		err := s.q.PutInput(ctx, id, name, u.data)
+	}
+	if sp.video != nil {
+		inputs[inputVideo] = sp.video.data
+	}
+	for name, data := range inputs {
+		err := s.q.PutInput(ctx, id, name, data)
 		if f := s.cfg.faults; f != nil && f.diskFull {
 			err = syscall.ENOSPC
 		}

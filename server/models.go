@@ -38,6 +38,9 @@ type model struct {
 	prof     *planner.Profile
 	rt       *pipeline.Runtime
 	rtKey    string // dtype and budgets the runtime was built for
+	// rtVideo: the runtime was built for remixes, its VAE (encoder too)
+	// its own rather than the shared one.
+	rtVideo  bool
 	planSpec string // the plan the request that built it asked for
 	ctx      *switchCtx
 	shared   []*sharedComp // components held once for several models
@@ -153,6 +156,9 @@ func wanRequest(s spec) wan.Request {
 	if s.lastImage != nil {
 		r.LastImage = s.lastImage.img
 	}
+	if s.video != nil {
+		r.Video, r.Strength = s.video.frames, s.Strength
+	}
 	r.Defaults()
 	return r
 }
@@ -240,6 +246,9 @@ func (ms *models) admit(s spec) (planner.Prediction, error) {
 	if err := checkImages(m, s); err != nil {
 		return planner.Prediction{}, err
 	}
+	if err := checkVideo(m, s); err != nil {
+		return planner.Prediction{}, err
+	}
 	if err := ms.loadLoRAs(m, &s, m.planPipe.CheckLoRA); err != nil {
 		return planner.Prediction{}, err
 	}
@@ -301,6 +310,10 @@ func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 		// A TI2V model's image mode registers the VAE's encoder too.
 		key += "|image"
 	}
+	if m.videoMode(s) {
+		// So does a remix, in m's runtime: a shared VAE only decodes.
+		key += "|video"
+	}
 	if m.rt != nil && m.rtKey == key && (s.Plan == "" || s.Plan == m.planSpec) {
 		if p, err := ms.predictWith(m, s, b, m.rt.Plan); err == nil && p.Fits {
 			pred, reuse = p, true
@@ -327,6 +340,11 @@ func (ms *models) ready(m *model, s spec) (*model, planner.Prediction, error) {
 				return nil, p, err
 			}
 		}
+		if err := m.runPipe.SetVideoMode(m.videoMode(s)); err != nil {
+			rt.Close()
+			return nil, p, err
+		}
+		m.rtVideo = m.videoMode(s)
 		if err := ms.register(m, rt, plan, b, dt); err != nil {
 			rt.Close()
 			return nil, p, err
@@ -372,6 +390,12 @@ func (ms *models) planInputs(m *model, s spec) (planner.Profile, hwprofile.Profi
 	prof := *m.prof
 	if m.imageMode(s) {
 		if q, err := m.prof.WithImage(); err == nil {
+			prof = *q
+		}
+	}
+	if m.videoMode(s) {
+		req.Steps = r.VideoSteps()
+		if q, err := m.prof.WithVideo(); err == nil {
 			prof = *q
 		}
 	}

@@ -233,7 +233,11 @@ func (s *Server) runJob(j queue.Job, l queue.Lease) {
 		s.finish(run, queue.StatusFailed, &queue.JobError{Code: queue.CodeBadRequest, Message: "stored request unreadable: " + err.Error()}, queue.Peaks{})
 		return
 	}
-	if err := s.loadImages(ctx, j.ID, &sp); err != nil {
+	err := s.loadImages(ctx, j.ID, &sp)
+	if err == nil {
+		err = s.loadVideo(ctx, j.ID, &sp)
+	}
+	if err != nil {
 		s.finish(run, queue.StatusFailed, &queue.JobError{Code: queue.CodeInternal, Message: err.Error()}, queue.Peaks{})
 		return
 	}
@@ -359,6 +363,9 @@ func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, p
 	// progress and honour cancel through their contexts as m's do.
 	var others []*pipeline.Runtime
 	for _, sh := range m.shared {
+		if m.runPipe.Shared[sh.component] == nil {
+			continue // a remix's VAE runs in m's runtime (videoMode)
+		}
 		sh.ctx.use(ctx, run.onBlock)
 		defer sh.ctx.use(nil, nil)
 		others = append(others, sh.rt)

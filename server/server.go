@@ -192,6 +192,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/videos/{id}", s.get)
 	mux.HandleFunc("DELETE /v1/videos/{id}", s.remove)
 	mux.HandleFunc("POST /v1/videos/{id}/cancel", s.cancelJob)
+	mux.HandleFunc("POST /v1/videos/{id}/remix", s.remix)
 	mux.HandleFunc("GET /v1/videos/{id}/content", s.content)
 	mux.HandleFunc("GET /v1/videos/{id}/events", s.stream)
 	mux.HandleFunc("GET /v1/residency", s.residency)
@@ -279,6 +280,10 @@ type videoJSON struct {
 	LoRA []loraRef `json:"lora,omitempty"`
 	// LoRA2 lists the low-noise expert's adapters (lora_2).
 	LoRA2 []loraRef `json:"lora_2,omitempty"`
+	// RemixedFromVideoID is the video a remix was made from (OpenAI's
+	// field), Strength how much of its schedule ran.
+	RemixedFromVideoID string  `json:"remixed_from_video_id,omitempty"`
+	Strength           float64 `json:"strength,omitempty"`
 }
 
 // predictedPeaks is what a job shows of a prediction: peaks, seconds, the
@@ -294,7 +299,7 @@ func (s *Server) video(j queue.Job) videoJSON {
 	v := videoJSON{ID: j.ID, Object: "video", Model: j.Model, Status: j.Status, Phase: j.Phase, Progress: j.Progress,
 		CreatedAt: j.CreatedAt.Unix(), Size: fmt.Sprintf("%dx%d", sp.Width, sp.Height), NumFrames: sp.Frames,
 		Prompt: sp.Prompt, Predicted: j.Predicted, Dispatched: j.Dispatched, Attempts: j.Attempts, Outputs: j.Outputs, CancelPending: j.CancelRequested,
-		LoRA: sp.LoRAs, LoRA2: sp.LoRAs2}
+		LoRA: sp.LoRAs, LoRA2: sp.LoRAs2, RemixedFromVideoID: sp.RemixOf, Strength: sp.Strength}
 	if sp.FPS > 0 {
 		v.Seconds = strconv.FormatFloat(float64(sp.Frames)/sp.FPS, 'f', 2, 64)
 	}
@@ -350,22 +355,27 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if s.admissionError(w, err) {
 		return
 	}
+	s.enqueue(w, r, sp, pred)
+}
+
+// enqueue stores an admitted spec's inputs, queues it and answers 202.
+func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, sp spec, pred planner.Prediction) {
 	raw, _ := json.Marshal(sp)
 	j := queue.Job{ID: newID(), Model: sp.Model, Request: raw,
 		Predicted: predictedPeaks(pred)}
-	// The images first: a worker may take the job as soon as it is queued.
+	// The inputs first: a worker may take the job as soon as it is queued.
 	id := j.ID
-	if err := s.putImages(r.Context(), id, sp); err != nil {
+	if err := s.putInputs(r.Context(), id, sp); err != nil {
 		s.q.DropInputs(context.Background(), id)
 		if errors.Is(err, syscall.ENOSPC) {
 			s.diskFull.Store(true) // /readyz says so until space returns
-			writeError(w, http.StatusInsufficientStorage, "disk_full", "", "no room to store the request's images: "+err.Error())
+			writeError(w, http.StatusInsufficientStorage, "disk_full", "", "no room to store the request's inputs: "+err.Error())
 			return
 		}
 		writeError(w, http.StatusInternalServerError, "internal_error", "", err.Error())
 		return
 	}
-	j, _, err = s.q.Submit(r.Context(), j)
+	j, _, err := s.q.Submit(r.Context(), j)
 	if err != nil {
 		s.q.DropInputs(context.Background(), id)
 	}

@@ -185,9 +185,14 @@ func fingerprint(w io.Writer, path string) error {
 
 // holdShared makes sure each of m's shared components has a runtime for
 // dtype dt and budgets b (placing the component as plan places it), and
-// points m's pipeline at them. Caller holds mu and has opened m.
+// points m's pipeline at them. A remix runtime (rtVideo) registers its own
+// VAE: a shared one only decodes. Caller holds mu and has opened m.
 func (ms *models) holdShared(m *model, plan *residency.Plan, b pipeline.Budget, dt dtype.DType) error {
 	for _, sh := range m.shared {
+		if m.rtVideo && sh.component == wan.VAE {
+			delete(m.runPipe.Shared, wan.VAE)
+			continue
+		}
 		if err := ms.hold(sh, plan, b, dt); err != nil {
 			return err
 		}
