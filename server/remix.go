@@ -186,8 +186,8 @@ func remixSpec(body []byte, srcID string, sp spec) (spec, error) {
 	return sp, nil
 }
 
-// decodeClip decodes a stored video's first frames frames (the decoders
-// read files: it goes through a temporary one).
+// decodeClip decodes a stored video's first frames frames (all when
+// frames is 0; the decoders read files: it goes through a temporary one).
 func decodeClip(data []byte, frames int) (*clip, error) {
 	ext := ".mp4"
 	if videoType(data) == "video/x-msvideo" {
@@ -209,7 +209,7 @@ func decodeClip(data []byte, frames int) (*clip, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(c.Frames) != frames {
+	if frames > 0 && len(c.Frames) != frames {
 		return nil, fmt.Errorf("%d frames, the request %d", len(c.Frames), frames)
 	}
 	out := &clip{data: data}

@@ -559,15 +559,22 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 		variant = "video"
 	}
 	ctype, known := variants[variant]
+	source := variant
+	if dt, ok := derived[variant]; ok {
+		ctype, known, source = dt, true, "video"
+	}
 	if !known {
-		writeError(w, http.StatusBadRequest, "invalid_value", "variant", fmt.Sprintf("variant %q: want video, report, trace, chart or plan", variant))
+		writeError(w, http.StatusBadRequest, "invalid_value", "variant", fmt.Sprintf("variant %q: want video, thumbnail, spritesheet, report, trace, chart or plan", variant))
 		return
 	}
 	if j.Status != queue.StatusCompleted {
 		writeError(w, http.StatusConflict, "video_not_ready", "id", fmt.Sprintf("the video is %s; content is available once it completed", j.Status))
 		return
 	}
-	data, err := s.q.GetOutput(r.Context(), j.ID, variant)
+	data, err := s.q.GetOutput(r.Context(), j.ID, source)
+	if err == nil && source != variant {
+		data, err = deriveContent(variant, data)
+	}
 	if errors.Is(err, queue.ErrNoOutput) {
 		writeError(w, http.StatusNotFound, "variant_not_found", "variant", fmt.Sprintf("variant %q was not produced (ask for it in outputs)", variant))
 		return
