@@ -95,7 +95,8 @@ func serveNode(t *testing.T, args ...string) string {
 
 // TestServeNATSApiAndWorker: an API node with the embedded NATS server and
 // a worker node that joins it; a job posted to the API runs on the worker
-// and its state and video come back through JetStream.
+// and its state and video come back through JetStream; so does a remix
+// of it.
 func TestServeNATSApiAndWorker(t *testing.T) {
 	model := synthModel(t, "wan-tiny")
 	natsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
@@ -130,6 +131,19 @@ func TestServeNATSApiAndWorker(t *testing.T) {
 	if counts["progress"] < 3 || counts["completed"] != 1 || evs[len(evs)-1] != "completed" {
 		t.Fatalf("events on the API node: %v", evs)
 	}
+	// A remix: the API node reads the source's video from the object
+	// store and stores it as the new job's input, which the worker reads.
+	resp, err := http.Post(api+"/v1/videos/"+id+"/remix", "application/json", strings.NewReader(`{"prompt":"a blue bird","strength":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var remix nodeJob
+	json.NewDecoder(resp.Body).Decode(&remix)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || remix.ID == "" {
+		t.Fatalf("remix: %d %+v", resp.StatusCode, remix)
+	}
+	waitCompleted(t, api, remix.ID)
 }
 
 // TestServeNATSImageJob: an image-to-video job posted to the API node runs
