@@ -133,17 +133,7 @@ func TestServeNATSApiAndWorker(t *testing.T) {
 	}
 	// A remix: the API node reads the source's video from the object
 	// store and stores it as the new job's input, which the worker reads.
-	resp, err := http.Post(api+"/v1/videos/"+id+"/remix", "application/json", strings.NewReader(`{"prompt":"a blue bird","strength":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var remix nodeJob
-	json.NewDecoder(resp.Body).Decode(&remix)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || remix.ID == "" {
-		t.Fatalf("remix: %d %+v", resp.StatusCode, remix)
-	}
-	waitCompleted(t, api, remix.ID)
+	waitCompleted(t, api, postTo(t, api+"/v1/videos/"+id+"/remix", `{"prompt":"a blue bird","strength":1}`))
 }
 
 // TestServeNATSImageJob: an image-to-video job posted to the API node runs
@@ -173,7 +163,14 @@ type nodeJob struct {
 // postJob submits body to the API node and returns the job's id.
 func postJob(t *testing.T, api, body string) string {
 	t.Helper()
-	resp, err := http.Post(api+"/v1/videos", "application/json", strings.NewReader(body))
+	return postTo(t, api+"/v1/videos", body)
+}
+
+// postTo posts body to a route that answers 202 with a new job (create,
+// remix) and returns the job's id.
+func postTo(t *testing.T, url, body string) string {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +178,7 @@ func postJob(t *testing.T, api, body string) string {
 	json.NewDecoder(resp.Body).Decode(&job)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted || job.ID == "" {
-		t.Fatalf("submit: %d %+v", resp.StatusCode, job)
+		t.Fatalf("POST %s: %d %+v", url, resp.StatusCode, job)
 	}
 	return job.ID
 }

@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"os"
-	"time"
 
 	"ferry/imageproc"
 	"ferry/media"
@@ -60,17 +58,8 @@ func (s *Server) remix(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRemixBody))
-	rc.SetReadDeadline(time.Time{})
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", "", fmt.Sprintf("request body over %d bytes", maxRemixBody))
-		return
-	}
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "", "could not read the body: "+err.Error())
+	body, ok := readBody(w, r, maxRemixBody)
+	if !ok {
 		return
 	}
 	if src.Status != queue.StatusCompleted {
@@ -82,7 +71,7 @@ func (s *Server) remix(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal_error", "", "the source's stored request is unreadable: "+err.Error())
 		return
 	}
-	sp, err = remixSpec(body, src.ID, sp)
+	sp, err := remixSpec(body, src.ID, sp)
 	if err != nil {
 		var fe *fieldError
 		if errors.As(err, &fe) {

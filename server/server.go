@@ -328,17 +328,8 @@ func (s *Server) video(j queue.Job) videoJSON {
 
 // create is POST /v1/videos: validate, plan, queue.
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	rc.SetReadDeadline(time.Time{})
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", "", fmt.Sprintf("request body over %d bytes", maxBodyBytes))
-		return
-	}
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "", "could not read the body: "+err.Error())
+	body, ok := readBody(w, r, maxBodyBytes)
+	if !ok {
 		return
 	}
 	req, err := decodeBody(r.Header.Get("Content-Type"), body)
@@ -390,6 +381,25 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, sp spec, pred p
 	}
 	s.events.publish(j.ID, "queued", eventData{ID: j.ID, Status: string(j.Status)})
 	writeJSON(w, http.StatusAccepted, s.video(j))
+}
+
+// readBody reads a request body of at most limit bytes within
+// bodyReadTimeout, answering 413 or 400 (false) when it cannot.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	rc.SetReadDeadline(time.Time{})
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", "", fmt.Sprintf("request body over %d bytes", limit))
+		return nil, false
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "", "could not read the body: "+err.Error())
+		return nil, false
+	}
+	return body, true
 }
 
 // admissionError answers a planning failure; false when err is nil.
