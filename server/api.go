@@ -174,23 +174,29 @@ func badField(param, format string, a ...any) error {
 	return &fieldError{param: param, msg: fmt.Sprintf(format, a...)}
 }
 
-// decodeRequest parses and validates a body. Unknown fields are refused so
-// a typo is not silently ignored.
+// decodeRequest parses a POST /v1/videos body.
 func decodeRequest(body []byte) (VideoRequest, error) {
 	var r VideoRequest
+	err := decodeStrict(body, &r, "videos")
+	return r, err
+}
+
+// decodeStrict parses one JSON object of the named API into v, as a field
+// error. Unknown fields are refused so a typo is not silently ignored.
+func decodeStrict(body []byte, v any, api string) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return r, badField(te.Field, "wrong type: want %s", te.Type)
+			return badField(te.Field, "wrong type: want %s", te.Type)
 		}
-		return r, badField("body", "not a JSON object of the videos API: %v", err)
+		return badField("body", "not a JSON object of the %s API: %v", api, err)
 	}
 	if dec.More() {
-		return r, badField("body", "trailing data after the JSON object")
+		return badField("body", "trailing data after the JSON object")
 	}
-	return r, nil
+	return nil
 }
 
 // toSpec checks every field and fills defaults.

@@ -105,17 +105,8 @@ func (s *Server) remix(w http.ResponseWriter, r *http.Request) {
 // video request from the source's video.
 func remixSpec(body []byte, srcID string, sp spec) (spec, error) {
 	var req RemixRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return sp, badField(te.Field, "wrong type: want %s", te.Type)
-		}
-		return sp, badField("body", "not a JSON object of the remix API: %v", err)
-	}
-	if dec.More() {
-		return sp, badField("body", "trailing data after the JSON object")
+	if err := decodeStrict(body, &req, "remix"); err != nil {
+		return sp, err
 	}
 	switch {
 	case len(req.Prompt) > maxPromptLen:
