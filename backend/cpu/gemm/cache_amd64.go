@@ -8,6 +8,10 @@ func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 // l1DataBytes is the L1 data cache of one core as CPUID describes it, 0
 // where it does not say: Intel's deterministic cache leaf (4), AMD's (and
 // Hygon's) L1 leaf (0x80000005, size in KiB). Hypervisors pass both through.
+// A hybrid Intel CPU's cores differ (48 KiB P-cores, 32 KiB E-cores) and
+// CPUID describes the core the process started on: 0 there, so that the
+// K block, and with it the last bits of every product, do not change from
+// run to run.
 func l1DataBytes() int {
 	maxLeaf, b, c, d := cpuid(0, 0)
 	vendor := string(le32(b)) + string(le32(d)) + string(le32(c))
@@ -15,6 +19,11 @@ func l1DataBytes() int {
 	case "GenuineIntel":
 		if maxLeaf < 4 {
 			return 0
+		}
+		if maxLeaf >= 7 {
+			if _, _, _, edx := cpuid(7, 0); edx&(1<<15) != 0 { // Hybrid
+				return 0
+			}
 		}
 		for sub := uint32(0); sub < 16; sub++ {
 			a, b, c, _ := cpuid(4, sub)

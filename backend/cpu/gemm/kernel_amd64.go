@@ -25,10 +25,10 @@ var avx2Kernel = &kernel{
 // the largest multiple of 128 steps, from 256 to 512, for which a B panel
 // (16 floats a step) and the A strip sweeping it (6 a step) fit in L1
 // together. A 32 KiB L1 (Zen 2 to 4, Skylake) gets 256, BLIS's block
-// there; a 48 KiB one (Zen 5, Intel's P-cores since Ice Lake) 512,
+// there; a 48 KiB one (Zen 5, Intel's cores since Ice Lake) 512,
 // which on the Zen 5 kind ran the AVX2 kernel 0.99-1.08x kc=256's rate,
 // its 8192-row products 1.05-1.08x: a C tile is then read and written
-// half as often. 256 where CPUID does not say.
+// half as often. 256 where CPUID does not say (l1DataBytes).
 func avx2KC(l1 int) int {
 	kc := l1 / (4 * (16 + 6)) / 128 * 128
 	return min(max(kc, 256), 512)
