@@ -144,10 +144,10 @@ type spec struct {
 	LastImage bool `json:"last_image,omitempty"`
 	image     *upload
 	lastImage *upload
-	// Video says the job is a remix of video RemixOf: it stored that
-	// video's file (inputVideo), read back into video with its frames;
-	// Strength is how much of the schedule runs (remix.go).
-	Video    bool    `json:"video,omitempty"`
+	// RemixOf is the video a remix is made from: the job stored that
+	// video's file (inputVideo), which video holds, its frames decoded
+	// when the job runs; Strength is how much of the schedule runs
+	// (remix.go).
 	RemixOf  string  `json:"remixed_from_video_id,omitempty"`
 	Strength float64 `json:"strength,omitempty"`
 	video    *clip

@@ -394,7 +394,9 @@ func (ms *models) planInputs(m *model, s spec) (planner.Profile, hwprofile.Profi
 		}
 	}
 	if m.videoMode(s) {
-		req.Steps = r.VideoSteps()
+		// The steps the strength runs (r.VideoSteps, before the frames
+		// are decoded).
+		req.Steps = wan.StepsRun(r.Steps, s.Strength)
 		if q, err := m.prof.WithVideo(); err == nil {
 			prof = *q
 		}

@@ -46,7 +46,8 @@ type RemixRequest struct {
 	KeepAlive         json.RawMessage `json:"keep_alive,omitempty"`
 }
 
-// clip is a remix's source video: its bytes as stored and its frames.
+// clip is a remix's source video: its bytes as stored, and its frames
+// once decoded (nil at admission).
 type clip struct {
 	data   []byte
 	frames []*imageproc.RGB
@@ -90,10 +91,9 @@ func (s *Server) remix(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal_error", "", err.Error())
 		return
 	}
-	if sp.video, err = decodeClip(data, sp.Frames); err != nil {
-		writeError(w, http.StatusInternalServerError, "internal_error", "", "the source video: "+err.Error())
-		return
-	}
+	// Stored as the job's input; its frames are decoded when it runs
+	// (loadVideo): admission needs only their count, the source's.
+	sp.video = &clip{data: data}
 	pred, err := s.models.admit(sp)
 	if s.admissionError(w, err) {
 		return
@@ -162,7 +162,7 @@ func remixSpec(body []byte, srcID string, sp spec) (spec, error) {
 	if steps := wanRequest(sp).Steps; wan.StepsRun(steps, sp.Strength) < 1 {
 		return sp, badField("strength", "%g runs no step of %d (int(steps·strength) is 0): raise the strength or num_inference_steps", sp.Strength, steps)
 	}
-	sp.Video, sp.RemixOf = true, srcID
+	sp.RemixOf = srcID
 	return sp, nil
 }
 
@@ -224,7 +224,7 @@ func (m *model) videoMode(s spec) bool { return s.video != nil }
 
 // loadVideo reads a remix's stored source video back into its spec.
 func (s *Server) loadVideo(ctx context.Context, id string, sp *spec) error {
-	if !sp.Video {
+	if sp.RemixOf == "" {
 		return nil
 	}
 	data, err := s.q.GetInput(ctx, id, inputVideo)

@@ -222,7 +222,7 @@ func FuzzRemixSpec(f *testing.F) {
 		}
 		steps := wanRequest(sp).Steps
 		switch {
-		case strings.TrimSpace(sp.Prompt) == "", !sp.Video, sp.RemixOf != "video_src":
+		case strings.TrimSpace(sp.Prompt) == "", sp.RemixOf != "video_src":
 			t.Fatalf("%q: spec %+v", body, sp)
 		case !(sp.Strength > 0 && sp.Strength <= 1), wan.StepsRun(steps, sp.Strength) < 1:
 			t.Fatalf("%q: strength %g runs %d of %d steps", body, sp.Strength, wan.StepsRun(steps, sp.Strength), steps)
