@@ -44,6 +44,21 @@ func TestFromImage(t *testing.T) {
 	}
 }
 
+// TestRGBA: RGBA is opaque and FromImage's inverse.
+func TestRGBA(t *testing.T) {
+	m, err := NewRGB(3, 2, []uint8{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := m.RGBA()
+	if b := img.Bounds(); b.Dx() != 3 || b.Dy() != 2 || !img.Opaque() {
+		t.Fatalf("%v, opaque %v", b, img.Opaque())
+	}
+	if back := FromImage(img); string(back.Pix) != string(m.Pix) {
+		t.Errorf("round trip %v, want %v", back.Pix, m.Pix)
+	}
+}
+
 func TestLoad(t *testing.T) {
 	img, err := Load(filepath.Join("testdata", "wan21_i2v_image.png"))
 	if err != nil {

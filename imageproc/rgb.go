@@ -38,6 +38,16 @@ func (m *RGB) String() string { return fmt.Sprintf("%dx%d RGB", m.Width, m.Heigh
 // at returns the offset of pixel (x, y).
 func (m *RGB) at(x, y int) int { return 3 * (y*m.Width + x) }
 
+// RGBA is m as an opaque image.RGBA, for the standard encoders.
+func (m *RGB) RGBA() *image.RGBA {
+	out := image.NewRGBA(image.Rect(0, 0, m.Width, m.Height))
+	for i := range m.Width * m.Height {
+		copy(out.Pix[4*i:4*i+3], m.Pix[3*i:3*i+3])
+		out.Pix[4*i+3] = 255
+	}
+	return out
+}
+
 // FromImage converts any image to RGB as Pillow's convert("RGB") does:
 // alpha is dropped, not composited (a transparent pixel keeps its colour),
 // grey is replicated, palettes are looked up, and 16-bit samples keep

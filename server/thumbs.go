@@ -3,17 +3,18 @@ package server
 import (
 	"bytes"
 	"fmt"
-	"image"
 	"image/jpeg"
 	"math"
 
 	"ferry/imageproc"
+	"ferry/media"
 )
 
 // Thumbnails: OpenAI's content variants beside the video, made on request
 // from the stored video (nothing more is stored): "thumbnail" its first
 // frame, "spritesheet" up to spriteFrames frames spread over it in a grid,
-// each at most spriteCell pixels wide. Both are JPEG.
+// each at most spriteCell pixels wide. Both are JPEG, at the quality of
+// the MJPEG frames the server writes.
 
 // derived are the content variants made from the video, by media type.
 var derived = map[string]string{"thumbnail": "image/jpeg", "spritesheet": "image/jpeg"}
@@ -21,7 +22,6 @@ var derived = map[string]string{"thumbnail": "image/jpeg", "spritesheet": "image
 const (
 	spriteFrames = 16
 	spriteCell   = 256
-	jpegQuality  = 90
 )
 
 // deriveContent renders a derived variant from a stored video's bytes.
@@ -41,7 +41,7 @@ func deriveContent(variant string, video []byte) ([]byte, error) {
 		}
 	}
 	var buf bytes.Buffer
-	if err := jpeg.Encode(&buf, rgba(img), &jpeg.Options{Quality: jpegQuality}); err != nil {
+	if err := jpeg.Encode(&buf, img.RGBA(), &jpeg.Options{Quality: media.JPEGQuality}); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -75,14 +75,4 @@ func spritesheet(frames []*imageproc.RGB) (*imageproc.RGB, error) {
 		}
 	}
 	return sheet, nil
-}
-
-// rgba is img as an image.Image for the encoders.
-func rgba(img *imageproc.RGB) *image.RGBA {
-	out := image.NewRGBA(image.Rect(0, 0, img.Width, img.Height))
-	for i := range img.Width * img.Height {
-		copy(out.Pix[4*i:4*i+3], img.Pix[3*i:3*i+3])
-		out.Pix[4*i+3] = 255
-	}
-	return out
 }
