@@ -1,6 +1,7 @@
 package media
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"image"
@@ -85,6 +86,34 @@ func Decode(path string, maxFrames int) (*Clip, error) {
 		return nil, fmt.Errorf("%s: no frames", path)
 	}
 	return c, nil
+}
+
+// DecodeData is Decode for a video held in memory, such as one Write made
+// and a server stored: an MJPEG AVI is read in place; any other container
+// goes through a temporary file that ffmpeg reads.
+func DecodeData(data []byte, maxFrames int) (*Clip, error) {
+	if len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "AVI " {
+		c, err := readAVI(bytes.NewReader(data), int64(len(data)), maxFrames)
+		if err == nil && len(c.Frames) == 0 {
+			err = errors.New("no frames")
+		}
+		if !errors.Is(err, errAVICodec) {
+			return c, err
+		}
+	}
+	f, err := os.CreateTemp("", "ferry-decode-*.mp4")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Decode(f.Name(), maxFrames)
 }
 
 // Probe reads a file's frame size, decoding as little as it can: the

@@ -383,3 +383,43 @@ func TestDecodeThroughFFmpeg(t *testing.T) {
 		t.Errorf("garbage mp4: %v", err)
 	}
 }
+
+// TestDecodeData: a video in memory decodes as its file does: an MJPEG AVI
+// in place, frame for frame; another container through ffmpeg, whose
+// absence is the same one line.
+func TestDecodeData(t *testing.T) {
+	v := newLevels(5, 16, 24, true, 3)
+	path := filepath.Join(t.TempDir(), "c.avi")
+	if err := Write(path, v.floats, v.f, v.h, v.w, 8); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, maxFrames := range []int{0, 2} {
+		want, err := Decode(path, maxFrames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeData(data, maxFrames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Width != want.Width || got.Height != want.Height || len(got.Frames) != len(want.Frames) {
+			t.Fatalf("max %d: %dx%d, %d frames; the file decodes to %dx%d, %d", maxFrames, got.Width, got.Height, len(got.Frames), want.Width, want.Height, len(want.Frames))
+		}
+		for i := range got.Frames {
+			if !bytes.Equal(got.Frames[i], want.Frames[i]) {
+				t.Errorf("max %d: frame %d differs from the file's", maxFrames, i)
+			}
+		}
+	}
+	if _, err := DecodeData(data[:len(data)/2], 0); err == nil {
+		t.Error("half an AVI decoded")
+	}
+	t.Setenv("PATH", "")
+	if _, err := DecodeData([]byte("\x00\x00\x00\x18ftypisom not really"), 0); err == nil || !strings.Contains(err.Error(), "install ffmpeg") {
+		t.Errorf("an mp4 without ffmpeg: %v", err)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 
 	"ferry/imageproc"
 	"ferry/media"
@@ -167,25 +166,9 @@ func remixSpec(body []byte, srcID string, sp spec) (spec, error) {
 }
 
 // decodeClip decodes a stored video's first frames frames (all when
-// frames is 0; the decoders read files: it goes through a temporary one).
+// frames is 0).
 func decodeClip(data []byte, frames int) (*clip, error) {
-	ext := ".mp4"
-	if videoType(data) == "video/x-msvideo" {
-		ext = ".avi"
-	}
-	f, err := os.CreateTemp("", "ferry-remix-*"+ext)
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(f.Name())
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	c, err := media.Decode(f.Name(), frames)
+	c, err := media.DecodeData(data, frames)
 	if err != nil {
 		return nil, err
 	}
