@@ -324,6 +324,9 @@ func (pl *pipelineSim) text() {
 	t0 := s.now
 	pl.window()
 	defer pl.endWindow(0)
+	if pl.req.PromptsEncoded {
+		return
+	}
 	prompts := 1
 	if pl.req.cfg() {
 		prompts = 2

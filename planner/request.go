@@ -45,6 +45,10 @@ type Request struct {
 	// total less what a kept runtime does not load again (Prediction.LoadS),
 	// so that weights worth keeping are placed where they stay.
 	Repeated bool `json:"repeated,omitempty"`
+	// PromptsEncoded says the request brings its prompt embeddings
+	// (pipeline/wan Request.PromptEmbeds, a server's prompt cache): the
+	// text encoder neither loads nor runs.
+	PromptsEncoded bool `json:"prompts_encoded,omitempty"`
 }
 
 // Budgets cap memory in bytes; 0 is unlimited.

@@ -56,6 +56,14 @@ type Request struct {
 	Video     []*imageproc.RGB `json:"-"`
 	VideoFile string           `json:"video,omitempty"`
 	Strength  float64          `json:"strength,omitempty"`
+	// PromptEmbeds and NegativePromptEmbeds are diffusers' prompt_embeds
+	// and negative_prompt_embeds: the text encoder's output for the
+	// prompt and the negative prompt, [MaxSeqLen, text dim] zero past the
+	// real tokens, as Output returns them. A given one is not encoded
+	// again (with both given, or one without CFG, the text encoder does
+	// not run).
+	PromptEmbeds         []float32 `json:"-"`
+	NegativePromptEmbeds []float32 `json:"-"`
 }
 
 // Defaults fills unset fields with WanPipeline's __call__ defaults and

@@ -279,10 +279,13 @@ type Output struct {
 	// Video is [F, H, W, 3] in [0, 1] (diffusers' output_type="np").
 	Video        []float32
 	Frames, H, W int
-	// With keep set: the prompt embeddings [1, MaxSeqLen, text dim] (zero
-	// past the prompt) and the latents after every step.
-	PromptEmbeds []float32
-	StepLatents  [][]float32
+	// PromptEmbeds and NegativePromptEmbeds (with CFG) are the prompt
+	// embeddings [MaxSeqLen, text dim] (zero past the prompt), as
+	// Request takes them back.
+	PromptEmbeds         []float32
+	NegativePromptEmbeds []float32
+	// With keep set: the latents after every step.
+	StepLatents [][]float32
 	// ImageEmbeds are the image encoder's hidden states (Wan 2.1 I2V).
 	ImageEmbeds []float32
 	// Condition is the image-to-video condition: the mask channels and the
@@ -312,9 +315,7 @@ func (p *Pipeline) Generate(rt *pipeline.Runtime, r Request, keep bool) (*Output
 	if err != nil {
 		return nil, err
 	}
-	if keep {
-		out.PromptEmbeds = pos
-	}
+	out.PromptEmbeds, out.NegativePromptEmbeds = pos, neg
 	if err := p.prepareImage(rt, r, out); err != nil {
 		return nil, err
 	}
@@ -334,15 +335,51 @@ func (p *Pipeline) Generate(rt *pipeline.Runtime, r Request, keep bool) (*Output
 
 // encodeText tokenizes and encodes the prompt (and the negative prompt
 // when guidance is on) in one batch, then trims each to its real length
-// and zero-pads, as WanPipeline does.
+// and zero-pads, as WanPipeline does. Embeddings the request gives are
+// taken as they are (encode_prompt's prompt_embeds and
+// negative_prompt_embeds); with all of them given the text phase does not
+// run.
 func (p *Pipeline) encodeText(rt *pipeline.Runtime, r Request) (pos, neg []float32, err error) {
-	end := rt.Phase(pipeline.PhaseText)
-	defer end()
-	prompts := []string{r.Prompt}
-	if r.CFG() {
+	d := p.TextDim()
+	want := r.MaxSeqLen * d
+	for _, g := range []struct {
+		name string
+		e    []float32
+	}{{"prompt", r.PromptEmbeds}, {"negative prompt", r.NegativePromptEmbeds}} {
+		if g.e != nil && len(g.e) != want {
+			return nil, nil, fmt.Errorf("%s embeddings hold %d values; the text encoder gives %d (%d tokens x %d)",
+				g.name, len(g.e), want, r.MaxSeqLen, d)
+		}
+	}
+	pos, neg = r.PromptEmbeds, r.NegativePromptEmbeds
+	var prompts []string
+	if pos == nil {
+		prompts = append(prompts, r.Prompt)
+	}
+	if r.CFG() && neg == nil {
 		prompts = append(prompts, r.NegativePrompt)
 	}
-	L := r.MaxSeqLen
+	if len(prompts) == 0 {
+		return pos, neg, nil
+	}
+	got, err := p.encodePrompts(rt, prompts, r.MaxSeqLen)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pos == nil {
+		pos, got = got[0], got[1:]
+	}
+	if r.CFG() && neg == nil {
+		neg = got[0]
+	}
+	return pos, neg, nil
+}
+
+// encodePrompts encodes prompts in one batch of their real tokens and
+// returns each zero-padded to L tokens.
+func (p *Pipeline) encodePrompts(rt *pipeline.Runtime, prompts []string, L int) ([][]float32, error) {
+	end := rt.Phase(pipeline.PhaseText)
+	defer end()
 	toks := make([][]int32, len(prompts))
 	n := 0 // the longest real length
 	for i, s := range prompts {
@@ -374,23 +411,21 @@ func (p *Pipeline) encodeText(rt *pipeline.Runtime, r Request) (pos, neg []float
 	h, err := holder.text.Encode(ex, ops, ids, mask, len(prompts), n)
 	ex.Done(TextEncoder)
 	if err != nil {
-		return nil, nil, fmt.Errorf("text encoder: %w", err)
+		return nil, fmt.Errorf("text encoder: %w", err)
 	}
 	got := ops.Download(h)
 	h.Free()
 	if err := ops.Err(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	d := len(got) / (len(prompts) * n)
 	all := make([]float32, len(prompts)*L*d)
+	out := make([][]float32, len(prompts))
 	for i, t := range toks {
 		copy(all[i*L*d:i*L*d+len(t)*d], got[i*n*d:])
+		out[i] = all[i*L*d : (i+1)*L*d]
 	}
-	pos = all[:L*d]
-	if r.CFG() {
-		neg = all[L*d:]
-	}
-	return pos, neg, nil
+	return out, nil
 }
 
 // initialLatents are the request's latents or standard-normal noise drawn
