@@ -24,6 +24,7 @@ func init() {
 type serveFlags struct {
 	listen, dataDir, apiKey string
 	deviceMem, hostMem      sizeFlag
+	promptCache             sizeFlag
 	models, loras           listFlag
 	maxQueue                int
 	keepAlive               keepAliveFlag
@@ -73,6 +74,7 @@ func (f *serveFlags) define(e *env) *flag.FlagSet {
 	fs.Var(&f.keepAlive, "keep-alive", "how long a model stays resident after a job (0: unload at once, -1: forever)")
 	fs.DurationVar(&f.outputTTL, "output-ttl", 24*time.Hour, "delete finished jobs and their outputs after this (0: keep)")
 	fs.StringVar(&f.apiKey, "api-key", "", "require Authorization: Bearer KEY (default $FERRY_API_KEY)")
+	fs.Var(&f.promptCache, "prompt-cache", "keep the text encoder's output for recent prompts, up to this size (e.g. 256MiB; counted in --host-mem): a job repeating a prompt skips the text encoder (default: off)")
 	f.nats.define(fs)
 	return fs
 }
@@ -95,7 +97,7 @@ func runServe(e *env, args []string) error {
 	}
 	srv, err := server.New(server.Config{DataDir: f.dataDir, DeviceBytes: f.deviceMem.bytes, HostBytes: f.hostMem.bytes,
 		Models: f.models, LoRADirs: f.loras, MaxQueue: f.maxQueue, KeepAlive: f.keepAlive.d, OutputTTL: f.outputTTL, APIKey: f.apiKey,
-		Queue: q, NoWorker: f.nats.role == "api", WorkerName: f.nats.workerName()})
+		Queue: q, NoWorker: f.nats.role == "api", WorkerName: f.nats.workerName(), PromptCacheBytes: f.promptCache.bytes})
 	if err != nil {
 		if q != nil {
 			q.Close()

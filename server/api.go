@@ -151,6 +151,9 @@ type spec struct {
 	RemixOf  string  `json:"remixed_from_video_id,omitempty"`
 	Strength float64 `json:"strength,omitempty"`
 	video    *clip
+	// prompts are the prompt cache's embeddings for this job (dispatch
+	// finds them; nil: the text encoder runs).
+	prompts *encoded
 }
 
 // Variants of a job's content.

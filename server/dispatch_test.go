@@ -53,6 +53,10 @@ func (h *harness) withinBudget(model string, v videoJSON, budget int64) {
 // tiny-a in use (nothing can be demoted), tiny-b must run a smaller plan
 // than admission chose.
 func TestDispatchReplans(t *testing.T) {
+	// The default hardware figures, not this machine's profile: with a
+	// measured one, admission may pick a plan for tiny-b small enough to
+	// fit beside tiny-a (a disk measured slow makes streaming cheap).
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	dir := twoModels(t)
 	budget := int64(18 << 20)
 	if !gemm.Expands(dtype.BF16) {

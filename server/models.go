@@ -70,6 +70,7 @@ type models struct {
 	hw          hwprofile.Profile
 	loraRoots   []string // where request LoRA names resolve (lora.go)
 	shared      []*sharedComp
+	prompts     promptCache // prompts.go
 }
 
 // findModels lists pipeline folders: each dir is one (it holds
@@ -158,6 +159,9 @@ func wanRequest(s spec) wan.Request {
 	}
 	if s.video != nil {
 		r.Video, r.Strength = s.video.frames, s.Strength
+	}
+	if s.prompts != nil {
+		r.PromptEmbeds, r.NegativePromptEmbeds = s.prompts.pos, s.prompts.neg
 	}
 	r.Defaults()
 	return r
@@ -286,6 +290,7 @@ func (ms *models) acquire(sp *spec) (*model, planner.Prediction, error) {
 	if err := ms.loadLoRAs(m, sp, m.planPipe.LoadLoRA); err != nil {
 		return nil, planner.Prediction{}, err
 	}
+	ms.lookupPrompts(m, sp)
 	s := *sp
 	for _, sh := range m.shared {
 		sh.user = m // not a victim, nor closed with m's old runtime
@@ -295,6 +300,7 @@ func (ms *models) acquire(sp *spec) (*model, planner.Prediction, error) {
 		for _, sh := range m.shared {
 			sh.user = nil
 		}
+		ms.prompts.pinned = nil
 	}
 	return m2, pred, err
 }
@@ -386,7 +392,7 @@ func (ms *models) planInputs(m *model, s spec) (planner.Profile, hwprofile.Profi
 		LoRA: wan.LoRARanks(r.LoRAs), LoRA2: wan.LoRARanks(r.LoRAs2),
 		// The runtime stays for the next jobs: plans are ranked by a warm
 		// job's time, so that what is worth keeping is kept.
-		Repeated: true}
+		Repeated: true, PromptsEncoded: s.prompts != nil}
 	prof := *m.prof
 	if m.imageMode(s) {
 		if q, err := m.prof.WithImage(); err == nil {
@@ -421,6 +427,7 @@ func (ms *models) release(m *model, failed bool, keep *time.Duration, jobS float
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	m.inUse = false
+	ms.prompts.pinned = nil
 	for _, sh := range m.shared {
 		sh.user = nil
 		if sh.rt != nil {
@@ -518,7 +525,7 @@ func (ms *models) residentBytes(skip *model) (dev, host int64) {
 			host += sh.hostBytes()
 		}
 	}
-	return dev, host
+	return dev, host + ms.prompts.bytes
 }
 
 // makeRoom demotes other models' idle blocks, tier by tier, until m's
@@ -537,7 +544,11 @@ func (ms *models) makeRoom(m *model, needDev, needHost int64) error {
 	if ms.host > 0 {
 		_, host := ms.residentBytes(m)
 		if short := host + max(needHost, 0) - ms.host; short > 0 {
-			ms.demote(m, short, false)
+			// Cached prompts go first: one text-encoder pass makes one
+			// again, and nothing else is reloaded.
+			if short -= ms.prompts.trim(short); short > 0 {
+				ms.demote(m, short, false)
+			}
 		}
 	}
 	return nil

@@ -56,6 +56,8 @@ type Config struct {
 	// MaxReruns is how often a job interrupted by a restart re-runs
 	// (default 2).
 	MaxReruns int
+	// PromptCacheBytes bounds the prompt cache (prompts.go; 0: off).
+	PromptCacheBytes int64
 	// faults inject failures in tests.
 	faults *faults
 }
@@ -145,7 +147,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, q: q, events: newHub(), cancel: map[string]context.CancelCauseFunc{}, warm: make(chan warmReq),
 		models: &models{byName: found, device: cfg.DeviceBytes, host: cfg.HostBytes, defaultKeep: cfg.KeepAlive, hw: hw,
-			loraRoots: loraRoots(cfg.LoRADirs, cfg.Models)}}
+			loraRoots: loraRoots(cfg.LoRADirs, cfg.Models), prompts: promptCache{max: cfg.PromptCacheBytes}}}
 	s.models.shared = findShared(found)
 	s.stats.finished = map[queue.Status]int64{}
 	s.ctx, s.stop = context.WithCancel(context.Background())

@@ -55,6 +55,9 @@ type residencyView struct {
 	Models    []modelView `json:"models"`
 	// Shared are components held once for several models.
 	Shared []sharedView `json:"shared"`
+	// PromptCache is the prompt cache (prompts.go); its bytes count
+	// against the host budget.
+	PromptCache promptCacheView `json:"prompt_cache"`
 }
 
 // snapshot is the residency of every model now.
@@ -95,6 +98,8 @@ func (ms *models) snapshot() residencyView {
 		host += sv.HostBytes
 		v.Shared = append(v.Shared, sv)
 	}
+	v.PromptCache = ms.prompts.view()
+	host += v.PromptCache.Bytes
 	if ms.device > 0 {
 		v.Free.DeviceBytes = max(ms.device-dev, 0)
 	}
@@ -246,6 +251,9 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		host += sh.HostBytes
 	}
 	fmt.Fprintf(&b, "ferry_resident_bytes{tier=\"device\"} %d\nferry_resident_bytes{tier=\"host\"} %d\n", dev, host)
+	gauge("ferry_prompt_cache_bytes", "Bytes of cached prompt embeddings (held in host memory, counted in its budget).", float64(v.PromptCache.Bytes))
+	fmt.Fprintf(&b, "# HELP ferry_prompt_cache_lookups_total Jobs that looked up their prompts in the cache, by result.\n# TYPE ferry_prompt_cache_lookups_total counter\n")
+	fmt.Fprintf(&b, "ferry_prompt_cache_lookups_total{result=\"hit\"} %d\nferry_prompt_cache_lookups_total{result=\"miss\"} %d\n", v.PromptCache.Hits, v.PromptCache.Misses)
 	ready := 1.0
 	if s.diskFull.Load() {
 		ready = 0
