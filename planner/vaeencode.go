@@ -272,10 +272,9 @@ func (pl *pipelineSim) encodeLayout(frames int) (g encodeGrid, tiled bool, err e
 	c := pl.p.Coder
 	pt, scale := c.patch(), c.SpatialScale()
 	enc := scale / pt
-	tileP, strideP := tile/pt, stride/pt
-	if strideP <= 0 || tileP <= 0 {
-		return g, false, fmt.Errorf("plan: vae_tile %d and stride %d are below the VAE's patch (%d pixels)", tile, stride, pt)
-	}
+	// The sizes count patches over the patched video (model/wanvae
+	// EncodeTiled, as diffusers 0.40).
+	tileP, strideP := tile, stride
 	b, z2, lf := pl.req.Batch, 2*c.ZDim, 1+(frames-1)/c.TemporalScale()
 	g.tileLayout = tileLayout{blend: tileP/enc - strideP/enc, crop: strideP / enc, outH: h / scale, outW: w / scale,
 		size: func(h, w int) int64 { return f32(b, z2, lf, h, w) }}
@@ -292,8 +291,12 @@ func (pl *pipelineSim) encodeLayout(frames int) (g encodeGrid, tiled bool, err e
 		out, want int
 	}{{"columns", sumCrops(g.cols, g.crop), g.outW}, {"rows", sumCrops(g.rows, g.crop), g.outH}} {
 		if side.out < side.want {
-			return g, false, fmt.Errorf("plan: vae_tile %d with stride %d covers %d of the %d latent %s of the image-to-video encode (%dx%d): each tile keeps stride/%d latents; use a stride that is a multiple of %d pixels (vae_stride, or a vae_tile of 4/3 of one)",
-				tile, stride, side.out, side.want, side.what, w, h, scale, scale)
+			unit := "pixels"
+			if pt > 1 {
+				unit = fmt.Sprintf("(the encode's tiles count %dx%d patches)", pt, pt)
+			}
+			return g, false, fmt.Errorf("plan: vae_tile %d with stride %d covers %d of the %d latent %s of the image-to-video encode (%dx%d): each tile keeps stride/%d latents; use a stride that is a multiple of %d %s (vae_stride, or a vae_tile of 4/3 of one)",
+				tile, stride, side.out, side.want, side.what, w, h, enc, enc, unit)
 		}
 	}
 	return g, true, nil

@@ -171,9 +171,11 @@ func (p *pass) encLayer(x *tensor.Tensor, l encLayer) *tensor.Tensor {
 // t.StrideWidth, each encoded on its own, blended with the tile above and
 // to the left over (Min-Stride)/s latents, cropped to Stride/s latents and
 // assembled; then split into mean and log-variance as Encode does. With
-// patching (Wan 2.2) the grid counts patches, as diffusers 0.40 does once
-// it has patched the video (its fix of the tiled encode for patch_size,
-// huggingface/diffusers#12753).
+// patching (Wan 2.2) the grid runs over the patched video with the sizes
+// as given, now counting patches, as diffusers 0.40 does (its fix of the
+// tiled encode for patch_size, huggingface/diffusers#12753, divides only
+// the compression ratio by the patch): a tile of 256 is 256 patches (512
+// pixels) and keeps 256/8 latents, twice the decode's tile in pixels.
 func (m *Model) EncodeTiled(r residency.Runner, ops *tensor.Ops, video *tensor.Tensor, t Tiling) (mean, logvar *tensor.Tensor, err error) {
 	if err := m.checkEncode(ops, video); err != nil {
 		return nil, nil, err
@@ -185,15 +187,16 @@ func (m *Model) EncodeTiled(r residency.Runner, ops *tensor.Ops, video *tensor.T
 	if err := m.checkTiling(t); err != nil {
 		return nil, nil, err
 	}
-	// As diffusers, the grid runs over the patched video (units of patch
-	// pixels); each tile is cut from the video and patched chunk by chunk.
+	// As diffusers, the grid runs over the patched video (units of
+	// patches); each tile is cut from the video and patched chunk by
+	// chunk.
 	s, pt, enc := video.Shape(), m.cfg.patch(), m.cfg.encoderScale()
 	g := tileGrid{
 		inH: s[3] / pt, inW: s[4] / pt,
-		tileH: t.MinHeight / pt, tileW: t.MinWidth / pt,
-		strideH: t.StrideHeight / pt, strideW: t.StrideWidth / pt,
-		blendH: t.MinHeight/pt/enc - t.StrideHeight/pt/enc, blendW: t.MinWidth/pt/enc - t.StrideWidth/pt/enc,
-		cropH: t.StrideHeight / pt / enc, cropW: t.StrideWidth / pt / enc,
+		tileH: t.MinHeight, tileW: t.MinWidth,
+		strideH: t.StrideHeight, strideW: t.StrideWidth,
+		blendH: t.MinHeight/enc - t.StrideHeight/enc, blendW: t.MinWidth/enc - t.StrideWidth/enc,
+		cropH: t.StrideHeight / enc, cropW: t.StrideWidth / enc,
 	}
 	chunks := encodeChunks(s[2])
 	progress := m.progress(g.count() * chunks)

@@ -246,13 +246,16 @@ func TestWan22TiledEncodeMatchesTiles(t *testing.T) {
 	m := r.model(t, g.cfg, residency.SourceOf(g.weights))
 	untiled, _, _, _ := r.encode(t, m, video, vs)
 
-	const scale = 16
+	// The sizes count patches of 2x2 pixels (diffusers 0.40's tiled
+	// encode runs over the patched video): tiles of 2·MinHeight pixels
+	// every 2·StrideHeight, each keeping StrideHeight/8 latents.
+	const scale, pt = 16, 2
 	tl := wan22Tiling
 	var means, logvars [][]hostTile
-	for _, y0 := range starts(vs[3], tl.StrideHeight) {
+	for _, y0 := range starts(vs[3], pt*tl.StrideHeight) {
 		var mrow, lrow []hostTile
-		for _, x0 := range starts(vs[4], tl.StrideWidth) {
-			h, w := min(tl.MinHeight, vs[3]-y0), min(tl.MinWidth, vs[4]-x0)
+		for _, x0 := range starts(vs[4], pt*tl.StrideWidth) {
+			h, w := min(pt*tl.MinHeight, vs[3]-y0), min(pt*tl.MinWidth, vs[4]-x0)
 			mean, lv, _, s := r.encode(t, m, crop5(video, vs, y0, x0, h, w), []int{1, vs[1], vs[2], h, w})
 			for _, v := range lv {
 				if v <= -30 || v >= 20 {
@@ -264,10 +267,11 @@ func TestWan22TiledEncodeMatchesTiles(t *testing.T) {
 		}
 		means, logvars = append(means, mrow), append(logvars, lrow)
 	}
-	bh, bw := tl.MinHeight/scale-tl.StrideHeight/scale, tl.MinWidth/scale-tl.StrideWidth/scale
+	const enc = scale / pt
+	bh, bw := tl.MinHeight/enc-tl.StrideHeight/enc, tl.MinWidth/enc-tl.StrideWidth/enc
 	outH, outW := vs[3]/scale, vs[4]/scale
-	wantMean := blendTilesReference(means, bh, bw, tl.StrideHeight/scale, tl.StrideWidth/scale, outH, outW)
-	wantLogvar := blendTilesReference(logvars, bh, bw, tl.StrideHeight/scale, tl.StrideWidth/scale, outH, outW)
+	wantMean := blendTilesReference(means, bh, bw, tl.StrideHeight/enc, tl.StrideWidth/enc, outH, outW)
+	wantLogvar := blendTilesReference(logvars, bh, bw, tl.StrideHeight/enc, tl.StrideWidth/enc, outH, outW)
 
 	m.Options.Tiling = &tl
 	mean, logvar, _, shape := r.encode(t, m, video, vs)
