@@ -47,7 +47,13 @@ type genFlags struct {
 
 // unsetFloat is a float flag whose negative value means "not given": -h
 // shows no default for it.
-type unsetFloat struct{ v *float64 }
+type unsetFloat struct {
+	v *float64
+	// scale: a guidance scale, where any value <= 1 turns guidance off
+	// (diffusers' do_classifier_free_guidance); a negative one is kept as
+	// 0, since negative means unset to the pipeline.
+	scale bool
+}
 
 func (f unsetFloat) String() string {
 	if f.v == nil || *f.v < 0 {
@@ -60,6 +66,9 @@ func (f unsetFloat) Set(s string) error {
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 		return errors.New("want a number")
+	}
+	if f.scale {
+		v = max(v, 0)
 	}
 	*f.v = v
 	return nil
@@ -111,14 +120,14 @@ func (g *genFlags) define(e *env) *flag.FlagSet {
 	fs.IntVar(&g.frames, "frames", 0, "number of frames, 4k+1 for Wan (default: the model's)")
 	fs.IntVar(&g.steps, "steps", 0, "denoising steps (default: the model's)")
 	g.guidance, g.guidance2, g.strength = -1, -1, -1
-	fs.Var(unsetFloat{&g.guidance}, "guidance", "classifier-free guidance `scale`; <= 1 disables it (default: the model's)")
-	fs.Var(unsetFloat{&g.guidance2}, "guidance-2", "guidance `scale` of Wan 2.2 A14B's low-noise expert (default: --guidance)")
+	fs.Var(unsetFloat{v: &g.guidance, scale: true}, "guidance", "classifier-free guidance `scale`; <= 1 disables it (default: the model's)")
+	fs.Var(unsetFloat{v: &g.guidance2, scale: true}, "guidance-2", "guidance `scale` of Wan 2.2 A14B's low-noise expert (default: --guidance)")
 	fs.Float64Var(&g.flowShift, "flow-shift", 0, "override the scheduler's flow_shift")
 	fs.Uint64Var(&g.seed, "seed", 0, "seed of the initial noise, drawn as PyTorch's CPU generator draws it (diffusers with torch.Generator().manual_seed(seed), ComfyUI)")
 	fs.StringVar(&g.latents, "latents", "", "initial latents: a .safetensors file with tensor \"latents\"")
 	fs.StringVar(&g.image, "image", "", "image-to-video models: the first frame's image (.png, .jpg)")
 	fs.StringVar(&g.video, "video", "", "video to video: the input video (.mp4, .mov, .mkv, .webm with ffmpeg on PATH; .avi, .gif, .png), its frames resized to --height/--width")
-	fs.Var(unsetFloat{&g.strength}, "strength", "video to video: the share of the schedule that runs, in (0, 1] (default 0.8)")
+	fs.Var(unsetFloat{v: &g.strength}, "strength", "video to video: the share of the schedule that runs, in (0, 1] (default 0.8)")
 	fs.StringVar(&g.lastImage, "last-image", "", "first-last-frame models (Wan 2.1 FLF2V, Wan 2.2 I2V): the last frame's image (.png, .jpg)")
 	fs.IntVar(&g.maxSeqLen, "max-sequence-length", 512, "text tokens the encoder sees")
 	g.planFlags.define(fs)

@@ -123,6 +123,11 @@ func (c *UniPCConfig) validate() error {
 		return bad("solver_p is not supported (must be null)")
 	case c.FinalSigmasType != "zero" && c.FinalSigmasType != "sigma_min":
 		return bad("final_sigmas_type %q is not supported (zero, sigma_min)", c.FinalSigmasType)
+	case c.SolverType == "bh1" && c.FinalSigmasType == "zero":
+		// The last predictor steps to sigma 0, where bh1's B(h) = h is
+		// -inf; diffusers multiplies it by the residual (0 at first
+		// order, finite above) and returns NaN or inf latents.
+		return bad("solver_type=bh1 with final_sigmas_type=zero is not supported (diffusers' last step multiplies B(h) = -inf by the residual: NaN latents); use solver_type=bh2 or final_sigmas_type=sigma_min")
 	case !c.LowerOrderFinal && c.SolverOrder > 1 && c.FinalSigmasType == "zero":
 		// The last multistep update to sigma 0 divides by r_k = 0 there;
 		// diffusers returns inf/NaN latents.
