@@ -257,10 +257,11 @@ type encodeGrid struct {
 }
 
 // encodeLayout is the grid of the request's encode where a VAE tile cuts
-// it (tiled false: none), as EncodeTiled lays it over the patched video,
-// the tiles' outputs in latents. It is an error where the tiles do not
-// cover the latents: model/wanvae crops each tile to stride/scale
-// latents, so a stride that is no multiple of the VAE's spatial scale
+// it (tiled false: none), as EncodeTiled lays it over the patched video
+// (tile and stride count patches, as in diffusers 0.40), the tiles'
+// outputs in latents. It is an error where the tiles do not cover the
+// latents: model/wanvae crops each tile to stride/s latents (s the
+// encoder's scale over patches), so a stride that is no multiple of s
 // leaves the last rows or columns uncovered, and the encode fails (after
 // loading).
 func (pl *pipelineSim) encodeLayout(frames int) (g encodeGrid, tiled bool, err error) {
@@ -272,20 +273,11 @@ func (pl *pipelineSim) encodeLayout(frames int) (g encodeGrid, tiled bool, err e
 	c := pl.p.Coder
 	pt, scale := c.patch(), c.SpatialScale()
 	enc := scale / pt
-	// The sizes count patches over the patched video (model/wanvae
-	// EncodeTiled, as diffusers 0.40).
-	tileP, strideP := tile, stride
 	b, z2, lf := pl.req.Batch, 2*c.ZDim, 1+(frames-1)/c.TemporalScale()
-	g.tileLayout = tileLayout{blend: tileP/enc - strideP/enc, crop: strideP / enc, outH: h / scale, outW: w / scale,
+	g.tileLayout = tileLayout{blend: tile/enc - stride/enc, crop: stride / enc, outH: h / scale, outW: w / scale,
 		size: func(h, w int) int64 { return f32(b, z2, lf, h, w) }}
-	for y0 := 0; y0 < h/pt; y0 += strideP {
-		g.inRows = append(g.inRows, min(tileP, h/pt-y0))
-		g.rows = append(g.rows, g.inRows[len(g.inRows)-1]/enc)
-	}
-	for x0 := 0; x0 < w/pt; x0 += strideP {
-		g.inCols = append(g.inCols, min(tileP, w/pt-x0))
-		g.cols = append(g.cols, g.inCols[len(g.inCols)-1]/enc)
-	}
+	g.inRows, g.rows = cuts(h/pt, tile, stride, enc)
+	g.inCols, g.cols = cuts(w/pt, tile, stride, enc)
 	for _, side := range []struct {
 		what      string
 		out, want int
@@ -300,6 +292,16 @@ func (pl *pipelineSim) encodeLayout(frames int) (g encodeGrid, tiled bool, err e
 		}
 	}
 	return g, true, nil
+}
+
+// cuts lays tiles of tile patches every stride over n patches: each
+// tile's size in patches and in latents (enc patches a latent).
+func cuts(n, tile, stride, enc int) (in, out []int) {
+	for x0 := 0; x0 < n; x0 += stride {
+		in = append(in, min(tile, n-x0))
+		out = append(out, in[len(in)-1]/enc)
+	}
+	return in, out
 }
 
 // sumCrops is what tiles of sizes ns cropped to crop cover together.
