@@ -352,25 +352,23 @@ func (p *Pipeline) encodeText(rt *pipeline.Runtime, r Request) (pos, neg []float
 		}
 	}
 	pos, neg = r.PromptEmbeds, r.NegativePromptEmbeds
+	// What is missing is encoded, in one batch, into its place.
 	var prompts []string
+	var into []*[]float32
 	if pos == nil {
-		prompts = append(prompts, r.Prompt)
+		prompts, into = append(prompts, r.Prompt), append(into, &pos)
 	}
 	if r.CFG() && neg == nil {
-		prompts = append(prompts, r.NegativePrompt)
+		prompts, into = append(prompts, r.NegativePrompt), append(into, &neg)
 	}
-	if len(prompts) == 0 {
-		return pos, neg, nil
-	}
-	got, err := p.encodePrompts(rt, prompts, r.MaxSeqLen)
-	if err != nil {
-		return nil, nil, err
-	}
-	if pos == nil {
-		pos, got = got[0], got[1:]
-	}
-	if r.CFG() && neg == nil {
-		neg = got[0]
+	if len(prompts) > 0 {
+		got, err := p.encodePrompts(rt, prompts, r.MaxSeqLen)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, e := range got {
+			*into[i] = e
+		}
 	}
 	return pos, neg, nil
 }
