@@ -151,9 +151,10 @@ type spec struct {
 	RemixOf  string  `json:"remixed_from_video_id,omitempty"`
 	Strength float64 `json:"strength,omitempty"`
 	video    *clip
-	// prompts are the prompt cache's embeddings for this job (dispatch
-	// finds them; nil: the text encoder runs).
-	prompts *encoded
+	// promptKey is the prompt cache's key for this job and prompts its
+	// embeddings there (dispatch finds them; nil: the text encoder runs).
+	promptKey string
+	prompts   *encoded
 }
 
 // Variants of a job's content.

@@ -525,7 +525,7 @@ func (ms *models) residentBytes(skip *model) (dev, host int64) {
 			host += sh.hostBytes()
 		}
 	}
-	return dev, host + ms.prompts.bytes
+	return dev, host + ms.prompts.bytes()
 }
 
 // makeRoom demotes other models' idle blocks, tier by tier, until m's

@@ -22,7 +22,6 @@ import (
 // promptCache is guarded by models.mu.
 type promptCache struct {
 	max          int64 // bytes; 0: off
-	bytes        int64
 	tick         uint64
 	byKey        map[string]*encoded
 	pinned       *encoded // the running job's entry: never dropped
@@ -31,12 +30,20 @@ type promptCache struct {
 
 // encoded is one cached pair of embeddings (neg nil without CFG).
 type encoded struct {
-	key      string
 	pos, neg []float32
 	lastUse  uint64
 }
 
 func (e *encoded) size() int64 { return 4 * int64(len(e.pos)+len(e.neg)) }
+
+// bytes is what the entries hold.
+func (c *promptCache) bytes() int64 {
+	var n int64
+	for _, e := range c.byKey {
+		n += e.size()
+	}
+	return n
+}
 
 // promptKey names what a job's embeddings depend on: the text encoder (a
 // shared one's content, else the model's own), the compute dtype, the
@@ -60,9 +67,6 @@ func promptKey(m *model, s spec, dt dtype.DType) string {
 
 // get returns key's entry (nil on a miss), marked used now.
 func (c *promptCache) get(key string) *encoded {
-	if c.max <= 0 {
-		return nil
-	}
 	e := c.byKey[key]
 	if e == nil {
 		c.misses++
@@ -80,16 +84,17 @@ func (c *promptCache) put(key string, pos, neg []float32, room int64) {
 	if c.max <= 0 || c.byKey[key] != nil {
 		return
 	}
-	e := &encoded{key: key, pos: pos, neg: neg}
+	e := &encoded{pos: pos, neg: neg}
+	held := c.bytes()
 	limit := c.max
 	if room >= 0 {
-		limit = min(limit, c.bytes+room)
+		limit = min(limit, held+room)
 	}
 	if e.size() > limit {
 		return
 	}
-	c.trim(c.bytes + e.size() - limit)
-	if c.bytes+e.size() > limit {
+	held -= c.trim(held + e.size() - limit)
+	if held+e.size() > limit {
 		return // what is left is pinned
 	}
 	if c.byKey == nil {
@@ -98,7 +103,6 @@ func (c *promptCache) put(key string, pos, neg []float32, room int64) {
 	c.tick++
 	e.lastUse = c.tick
 	c.byKey[key] = e
-	c.bytes += e.size()
 }
 
 // trim drops least recently used entries, never the pinned one, until n
@@ -106,18 +110,17 @@ func (c *promptCache) put(key string, pos, neg []float32, room int64) {
 func (c *promptCache) trim(n int64) int64 {
 	var freed int64
 	for freed < n {
-		var lru *encoded
-		for _, e := range c.byKey {
-			if e != c.pinned && (lru == nil || e.lastUse < lru.lastUse) {
-				lru = e
+		lru := ""
+		for k, e := range c.byKey {
+			if e != c.pinned && (lru == "" || e.lastUse < c.byKey[lru].lastUse) {
+				lru = k
 			}
 		}
-		if lru == nil {
+		if lru == "" {
 			break
 		}
-		delete(c.byKey, lru.key)
-		c.bytes -= lru.size()
-		freed += lru.size()
+		freed += c.byKey[lru].size()
+		delete(c.byKey, lru)
 	}
 	return freed
 }
@@ -132,28 +135,33 @@ type promptCacheView struct {
 }
 
 func (c *promptCache) view() promptCacheView {
-	return promptCacheView{MaxBytes: c.max, Bytes: c.bytes, Entries: len(c.byKey), Hits: c.hits, Misses: c.misses}
+	return promptCacheView{MaxBytes: c.max, Bytes: c.bytes(), Entries: len(c.byKey), Hits: c.hits, Misses: c.misses}
 }
 
-// lookupPrompts gives sp the cached embeddings of its prompts, if any, and
-// pins them for the job. Caller holds mu.
+// lookupPrompts gives sp its prompts' cache key and cached embeddings, if
+// any, and pins them for the job (nothing with the cache off). Caller
+// holds mu.
 func (ms *models) lookupPrompts(m *model, sp *spec) {
-	sp.prompts = ms.prompts.get(promptKey(m, *sp, ms.computeDType(sp.DType)))
+	if ms.prompts.max <= 0 {
+		return
+	}
+	sp.promptKey = promptKey(m, *sp, ms.computeDType(sp.DType))
+	sp.prompts = ms.prompts.get(sp.promptKey)
 	ms.prompts.pinned = sp.prompts
 }
 
-// remember keeps a finished job's prompt embeddings in the cache, within
-// the host budget beside what is resident.
-func (ms *models) remember(m *model, sp spec, out *wan.Output) {
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	if ms.prompts.max <= 0 || sp.prompts != nil || out.PromptEmbeds == nil {
+// remember keeps a finished job's prompt embeddings (a miss's) in the
+// cache, within the host budget beside what is resident.
+func (ms *models) remember(sp spec, out *wan.Output) {
+	if sp.promptKey == "" || sp.prompts != nil {
 		return
 	}
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
 	room := int64(-1)
 	if ms.host > 0 {
 		_, host := ms.residentBytes(nil)
 		room = max(ms.host-host, 0)
 	}
-	ms.prompts.put(promptKey(m, sp, ms.computeDType(sp.DType)), out.PromptEmbeds, out.NegativePromptEmbeds, room)
+	ms.prompts.put(sp.promptKey, out.PromptEmbeds, out.NegativePromptEmbeds, room)
 }

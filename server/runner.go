@@ -401,7 +401,7 @@ func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, p
 	if err != nil {
 		return nil, peaks, err
 	}
-	s.models.remember(m, sp, out)
+	s.models.remember(sp, out)
 	if f := s.cfg.faults; f != nil && f.onVideo != nil {
 		f.onVideo(run.id, out.Video)
 	}
