@@ -135,16 +135,16 @@ func planImage(prof *planner.Profile, r wan.Request) error {
 	return prof.UseImage()
 }
 
-// patchSize rounds a height and width that are multiples of 16 down to
-// the transformer's patch of latents (32 for TI2V-5B), as WanPipeline and
-// WanImageToVideoPipeline do with a logged warning, and returns the note.
+// patchSize makes Pipeline.FitSize's correction (a size rounded down to
+// the transformer's patch of latents, 32 for TI2V-5B, as WanPipeline
+// and WanImageToVideoPipeline do with a logged warning) and returns the
+// note.
 func patchSize(p *wan.Pipeline, r *wan.Request) []string {
-	m := p.SizeMultiple()
-	if r.Height%16 != 0 || r.Width%16 != 0 || (r.Height%m == 0 && r.Width%m == 0) || r.Height < m || r.Width < m {
+	h, w := p.FitSize(r.Height, r.Width)
+	if h == r.Height && w == r.Width {
 		return nil
 	}
-	h, w := r.Height/m*m, r.Width/m*m
-	note := fmt.Sprintf("height and width must be multiples of %d for this model's patches; using %dx%d instead of %dx%d, as diffusers does", m, w, h, r.Width, r.Height)
+	note := fmt.Sprintf("height and width must be multiples of %d for this model's patches; using %dx%d instead of %dx%d, as diffusers does", p.SizeMultiple(), w, h, r.Width, r.Height)
 	r.Height, r.Width = h, w
 	return []string{note}
 }

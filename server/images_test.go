@@ -279,7 +279,8 @@ func TestMultipartForm(t *testing.T) {
 // runs text to video, and image to video when a job gives an image: each
 // mode gets a runtime of its own (the image mode registers the VAE's
 // encoder), and every video is the pipeline's in that mode, bit for bit.
-// A last frame is refused: TI2V conditions on its first.
+// A size TI2V's patches do not divide runs rounded down, as diffusers
+// runs it. A last frame is refused: TI2V conditions on its first.
 func TestTI2VImageMode(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join("..", "pipeline", "wan", "testdata", "wan22_ti2v_t2v_pipeline", "pipeline")
@@ -319,6 +320,12 @@ func TestTI2VImageMode(t *testing.T) {
 		if !slices.Equal(tap.get(t, v.ID), refs[withImage]) {
 			t.Errorf("job %d (image %v): the video differs from the pipeline's in that mode", i, withImage)
 		}
+	}
+	// 48x32 is a multiple of 16 but not of TI2V's 32: run at 32x32, as
+	// diffusers corrects it, and shown so.
+	v := h.wait(h.submit(strings.Replace(t2v, `"size":"32x32"`, `"size":"48x32"`, 1)), 2*time.Minute, terminal)
+	if v.Status != queue.StatusCompleted || v.Size != "32x32" || !slices.Equal(tap.get(t, v.ID), refs[false]) {
+		t.Errorf("48x32 on TI2V: %s %+v, size %s; want 32x32 completed as the 32x32 video", v.Status, v.Error, v.Size)
 	}
 	last := strings.TrimSuffix(i2v, "}") + `,"last_image":"` + base64.StdEncoding.EncodeToString(first) + `"}`
 	code, _, data := h.do("POST", "/v1/videos", last)

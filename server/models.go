@@ -232,18 +232,23 @@ func (ms *models) planFor(m *model, s spec, b pipeline.Budget) (*residency.Plan,
 }
 
 // admit plans a spec at submission: the prediction, or why nothing fits.
+// It corrects sp's size to the one the model runs.
 // Its LoRAs are resolved and their headers checked here so that a bad name
 // is a 400; the job reads their values when it runs.
-func (ms *models) admit(s spec) (planner.Prediction, error) {
+func (ms *models) admit(sp *spec) (planner.Prediction, error) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	m, ok := ms.byName[s.Model]
+	m, ok := ms.byName[sp.Model]
 	if !ok {
 		return planner.Prediction{}, errUnknownModel
 	}
 	if err := ms.open(m); err != nil {
 		return planner.Prediction{}, err
 	}
+	// The size the model runs, as diffusers corrects it (TI2V-5B rounds
+	// to 32): the job stores and shows it.
+	sp.Height, sp.Width = m.planPipe.FitSize(sp.Height, sp.Width)
+	s := *sp
 	if err := checkExperts(m, s); err != nil {
 		return planner.Prediction{}, err
 	}

@@ -93,7 +93,7 @@ func (s *Server) remix(w http.ResponseWriter, r *http.Request) {
 	// Stored as the job's input; its frames are decoded when it runs
 	// (loadVideo): admission needs only their count, the source's.
 	sp.video = &clip{data: data}
-	pred, err := s.models.admit(sp)
+	pred, err := s.models.admit(&sp)
 	if s.admissionError(w, err) {
 		return
 	}

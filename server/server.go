@@ -344,7 +344,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_value", fe.param, fe.Error())
 		return
 	}
-	pred, err := s.models.admit(sp)
+	pred, err := s.models.admit(&sp)
 	if s.admissionError(w, err) {
 		return
 	}

@@ -215,3 +215,34 @@ func TestSeedNoise(t *testing.T) {
 		t.Error("the seed changed a deterministic scheduler's steps")
 	}
 }
+
+// TestFitSize: sizes that are multiples of 16 but not of the model's patch
+// of latents are rounded down, as WanPipeline.__call__ does (TI2V's 32:
+// 720x1280 runs at 704x1280), and Generate runs the rounded size; other
+// sizes are left for Check and CheckSize to refuse.
+func TestFitSize(t *testing.T) {
+	p := openPipeline(t, "testdata/wan22_ti2v_t2v_pipeline/pipeline")
+	if m := p.SizeMultiple(); m != 32 {
+		t.Fatalf("TI2V's size multiple is %d, want 32", m)
+	}
+	for _, c := range []struct{ h, w, wantH, wantW int }{
+		{720, 1280, 704, 1280}, {64, 96, 64, 96}, {48, 80, 32, 64},
+		{16, 64, 16, 64}, // below one patch: refused later
+		{50, 96, 50, 96}, // not a multiple of 16: refused later
+	} {
+		if h, w := p.FitSize(c.h, c.w); h != c.wantH || w != c.wantW {
+			t.Errorf("FitSize(%d, %d) = %d, %d; want %d, %d", c.h, c.w, h, w, c.wantH, c.wantW)
+		}
+	}
+	wan21 := openPipeline(t, "testdata/wan_pipeline/pipeline")
+	if h, w := wan21.FitSize(48, 80); h != 48 || w != 80 {
+		t.Errorf("Wan 2.1 (multiples of 16) changed 48x80 to %dx%d", h, w)
+	}
+	out, err := p.Generate(registered(t, p, nil), Request{Prompt: "a boat", Height: 48, Width: 80, Frames: 1, Steps: 1, Guidance: 1, MaxSeqLen: 16}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.H != 32 || out.W != 64 {
+		t.Errorf("Generate at 48x80 made %dx%d frames, want 32x64", out.H, out.W)
+	}
+}

@@ -85,6 +85,19 @@ func (p *Pipeline) latentShape(r Request) []int {
 // LatentShape is the request's initial noise shape for this pipeline.
 func (p *Pipeline) LatentShape(r Request) []int { return p.latentShape(r) }
 
+// FitSize is WanPipeline.__call__'s size correction: a height and width
+// that are multiples of 16 (what check_inputs asks) but not of
+// SizeMultiple are rounded down to it, with a logged warning there
+// (TI2V-5B's 32: 720x1280 runs at 704x1280). Other sizes come back as
+// they are, for Check and CheckSize to refuse.
+func (p *Pipeline) FitSize(height, width int) (int, int) {
+	m := p.SizeMultiple()
+	if height%16 != 0 || width%16 != 0 || height < m || width < m {
+		return height, width
+	}
+	return height / m * m, width / m * m
+}
+
 // CheckSize refuses a height or width the transformer cannot patchify.
 func (p *Pipeline) CheckSize(r Request) error {
 	m := p.SizeMultiple()

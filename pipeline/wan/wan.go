@@ -304,6 +304,7 @@ type Output struct {
 // embeddings and per-step latents (for comparisons with diffusers).
 func (p *Pipeline) Generate(rt *pipeline.Runtime, r Request, keep bool) (*Output, error) {
 	r.Defaults()
+	r.Height, r.Width = p.FitSize(r.Height, r.Width)
 	if err := r.Check(); err != nil {
 		return nil, err
 	}
