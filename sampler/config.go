@@ -115,10 +115,15 @@ func (c *UniPCConfig) validate() error {
 		return bad("dynamic_thresholding_ratio must be in [0, 1] (a quantile), got %v", c.DynamicThresholdingRatio)
 	case c.Thresholding && !(c.SampleMaxValue > 0):
 		return bad("sample_max_value must be a positive number (x0 is divided by it), got %v", c.SampleMaxValue)
-	case c.UseKarrasSigmas, c.UseExponentialSigmas, c.UseBetaSigmas:
-		// diffusers derives them from the betas (sigmas up to 14.6) and
+	case c.UseExponentialSigmas, c.UseBetaSigmas:
+		// diffusers derives them from the betas (sigmas up to 157) and
 		// its flow-sigma step then takes the log of 1 - sigma < 0.
-		return bad("use_karras_sigmas, use_exponential_sigmas and use_beta_sigmas are not supported with flow sigmas (diffusers' flow step gives NaN with them); use FlowMatchEulerDiscreteScheduler for them")
+		return bad("use_exponential_sigmas and use_beta_sigmas are not supported with flow sigmas (diffusers' flow step gives NaN with them); use FlowMatchEulerDiscreteScheduler for them")
+	case c.UseKarrasSigmas:
+		// diffusers maps the Karras respacing of the betas' sigmas to flow
+		// sigmas (sigma / (sigma + 1), flow_shift not applied): a schedule
+		// ferry does not build.
+		return bad("use_karras_sigmas is not implemented for UniPC with flow sigmas; use FlowMatchEulerDiscreteScheduler's use_karras_sigmas")
 	case !isNull(c.SolverP):
 		return bad("solver_p is not supported (must be null)")
 	case c.FinalSigmasType != "zero" && c.FinalSigmasType != "sigma_min":
