@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -351,10 +352,16 @@ func TestDynamicShiftMatchesStatic(t *testing.T) {
 	if err := dynamic.SetTimestepsWith(12, ScheduleOptions{Mu: &mu}); err != nil {
 		t.Fatal(err)
 	}
-	if err := static.SetTimestepsWith(12, ScheduleOptions{Mu: &mu}); err == nil {
-		t.Fatal("mu accepted without dynamic shifting")
-	}
 	checkSigmasClose(t, dynamic.Sigmas(), static.Sigmas(), 1e-6)
+	// Without dynamic shifting mu is ignored, as in diffusers.
+	before := slices.Clone(static.Sigmas())
+	other := 2.5
+	if err := static.SetTimestepsWith(12, ScheduleOptions{Mu: &other}); err != nil {
+		t.Fatalf("mu without dynamic shifting: %v (diffusers ignores it)", err)
+	}
+	if !slices.Equal(static.Sigmas(), before) {
+		t.Error("mu changed a schedule without dynamic shifting")
+	}
 }
 
 func TestShiftTerminalEndsAtTerminal(t *testing.T) {

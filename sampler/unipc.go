@@ -156,12 +156,10 @@ func (u *UniPC) flowSigmas(n int, opts ScheduleOptions) ([]float64, error) {
 }
 
 // applyShift applies the static shift or, with dynamic shifting, the time
-// shift by mu.
+// shift by mu. Without dynamic shifting mu is ignored, as diffusers'
+// set_timesteps ignores it (pipelines pass it to every scheduler).
 func applyShift(sigmas []float64, dynamic bool, shift float64, kind string, mu *float64, p precision) error {
 	if !dynamic {
-		if mu != nil {
-			return fmt.Errorf("sampler: mu is only used with use_dynamic_shifting")
-		}
 		staticShift(sigmas, shift, p)
 		return nil
 	}
