@@ -484,3 +484,36 @@ func typeName(s Scheduler) string {
 	}
 	return "unknown"
 }
+
+// TestStretchNumpy1Scalars: stretch_shift_to_terminal's scale factor is a
+// numpy float32 scalar over a Python float, which the reference's numpy
+// 1.24 computes in float64 and the float32 array expression then rounds
+// once; numpy 2 would divide in float32. Over float32 schedules the two
+// differ by an ulp on some sigmas, and ours must be numpy 1.24's.
+func TestStretchNumpy1Scalars(t *testing.T) {
+	differ := 0
+	for _, term := range []float64{0.1, 0.02, 0.3} {
+		for n := 2; n <= 40; n++ {
+			s := linspace(1, 1/float64(n), n)
+			for i := range s {
+				s[i] = r32(s[i])
+			}
+			got := slices.Clone(s)
+			stretchToTerminal(got, term, f32)
+			last := r32(1 - s[n-1])
+			numpy1, numpy2 := r32(last/(1-term)), r32(last/r32(1-term))
+			for i, v := range s {
+				want := r32(1 - r32(r32(1-v)/numpy1))
+				if got[i] != want {
+					t.Fatalf("terminal %g, n %d, sigma %d: %v, numpy 1.24 gives %v", term, n, i, got[i], want)
+				}
+				if r32(1-r32(r32(1-v)/numpy2)) != want {
+					differ++
+				}
+			}
+		}
+	}
+	if differ == 0 {
+		t.Fatal("no sigma tells numpy 1.24's scalar division from numpy 2's: the test cannot fail")
+	}
+}

@@ -8,10 +8,12 @@ import (
 // precision says in which float type a numpy expression is evaluated: a
 // float64 array (np.linspace output, Python floats) or a float32 array (the
 // custom sigmas diffusers casts with .astype(np.float32)). Python scalars
-// mixed into a float32 array expression are cast to float32 first (numpy 2
-// weak scalars), and each operation rounds to float32. Basic operations done
-// in float64 and rounded to float32 give the correctly rounded float32
-// result, so the emulation is exact.
+// mixed into a float32 array expression are cast to float32 first (numpy
+// 1.24's value-based casting, the reference's, as numpy 2's weak scalars),
+// and each operation rounds to float32; a numpy float32 scalar with a
+// Python float is float64 under numpy 1.24 (stretchToTerminal). Basic
+// operations done in float64 and rounded to float32 give the correctly
+// rounded float32 result, so the emulation is exact.
 type precision bool
 
 const (
@@ -85,7 +87,10 @@ func stretchToTerminal(sigmas []float64, terminal float64, p precision) {
 		return
 	}
 	last := p.round(1 - sigmas[len(sigmas)-1])
-	scale := p.round(last / p.round(1-terminal))
+	// one_minus_z[-1] / (1 - shift_terminal): a numpy scalar over a
+	// Python float, float64 under numpy 1.24; the array expression below
+	// then casts it to the array's type.
+	scale := p.round(last / (1 - terminal))
 	for i, t := range sigmas {
 		oneMinus := p.round(1 - t)
 		sigmas[i] = p.round(1 - p.round(oneMinus/scale))
