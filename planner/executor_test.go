@@ -318,3 +318,78 @@ func marked(tb testing.TB, c *ComponentProfile, params []residency.ParamSpec, co
 	c.MarkMatrices(params, matrix)
 	return c
 }
+
+// TestWanImagePeakMatchesForward is TestWanPeakMatchesForward for an
+// image-conditioned transformer (Wan 2.1 I2V's 257 CLIP tokens) at text
+// lengths where diffusers' re-split of [image; text] gives back the parts
+// (512), moves text rows to the image attention (600), counts its cut from
+// the end (24) or leaves the image attention nothing (255). The text is
+// long against the 48 video tokens, so the cross-attention's keys set the
+// peak.
+func TestWanImagePeakMatchesForward(t *testing.T) {
+	cfg := wan.Config1_3B()
+	cfg.NumAttentionHeads, cfg.AttentionHeadDim, cfg.NumLayers, cfg.FFNDim = 2, 32, 2, 192
+	cfg.TextDim, cfg.FreqDim, cfg.InChannels = 48, 32, 36
+	imageDim, kv := 24, cfg.InnerDim()
+	cfg.ImageDim, cfg.AddedKVProjDim = &imageDim, &kv
+	p := &Profile{Name: "wan-i2v-test", Compute: dtype.F32, Wan: cfg, Coder: Wan21VAE(),
+		Components: []*ComponentProfile{marked(t, ComponentFromParams(Transformer, dtype.BF16, cfg.Params()), cfg.Params(), wan.New(cfg).Component(Transformer, nil))}}
+	src := newMemSource(cfg.Params(), 2)
+	const imgRows = 257
+	for _, textLen := range []int{512, 600, 24, 255} {
+		req := Request{Batch: 1, Frames: 5, Height: 64, Width: 96, TextLen: textLen, Steps: 1}
+		plan := &residency.Plan{Components: map[string]residency.ComponentPlan{Transformer: {Placement: residency.Resident}}}
+		t.Run(fmt.Sprint(textLen), func(t *testing.T) {
+			measured := runWanImage(t, cfg, src, plan, req, imgRows)
+
+			s := newSim(slowCompute(), Budgets{})
+			if err := s.register(p.Components[0], plan.For(Transformer), dtype.F32); err != nil {
+				t.Fatal(err)
+			}
+			c, f, h, w := req.latent(p)
+			r := &recorder{ids: &ids{}}
+			lat := r.alloc(f32(req.Batch, c, f, h, w))
+			ctx := r.alloc(f32(req.Batch, req.TextLen, cfg.TextDim))
+			img := r.alloc(f32(req.Batch, imgRows, imageDim))
+			for _, ev := range r.take() {
+				s.apply(ev, s.dev)
+			}
+			s.runPass(s.byName[Transformer], wanPass(p, req, plan.Run, req.Batch, loraPass{}, r.ids))
+			s.done(s.byName[Transformer])
+			for _, id := range []int{lat, ctx, img} {
+				s.apply(event{id: id}, s.dev)
+			}
+			checkWithin(t, "peak device bytes", s.dev.PeakAllocated, measured, 0)
+		})
+	}
+}
+
+// runWanImage runs one forward pass of an image-conditioned Wan
+// transformer with imgRows image tokens and returns the device's peak
+// allocated bytes.
+func runWanImage(t *testing.T, cfg wan.Config, src residency.Source, plan *residency.Plan, req Request, imgRows int) int64 {
+	t.Helper()
+	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
+	g := gemm.DefaultGo()
+	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan, KeepStored: keepStored})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	m := wan.New(cfg)
+	if err := ex.Register(m.Component(Transformer, src)); err != nil {
+		t.Fatal(err)
+	}
+	ops := ex.Ops(Transformer)
+	lf, lh, lw := (req.Frames-1)/4+1, req.Height/8, req.Width/8
+	x := ops.Upload(make([]float32, req.Batch*cfg.InChannels*lf*lh*lw), req.Batch, cfg.InChannels, lf, lh, lw)
+	c := ops.Upload(make([]float32, req.Batch*req.TextLen*cfg.TextDim), req.Batch, req.TextLen, cfg.TextDim)
+	img := ops.Upload(make([]float32, req.Batch*imgRows**cfg.ImageDim), req.Batch, imgRows, *cfg.ImageDim)
+	out, err := m.ForwardInputs(ex, ops, x, wan.Inputs{Timesteps: make([]float32, req.Batch), Context: c, Image: img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tensor.Free(out, x, c, img)
+	ex.Done(Transformer)
+	return dev.Stats().PeakAllocated
+}

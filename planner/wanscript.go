@@ -54,18 +54,20 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, lora lora
 		gemm: 2 * float64(b) * (float64(l)*float64(c.InChannels*pv*d) + float64(lt)*float64(c.TextDim*d+d*d) + float64(c.FreqDim*d+d*d+6*d*d)),
 		mem:  float64(f32(b, l, c.InChannels*pv)) * 2,
 	}
-	li := imageRows(p)
+	// li and lc: the rows the image and the text attentions read.
+	li, lc := imageRows(p), lt
 	image := 0
 	if li > 0 {
 		var w work
 		image, text, w = wanImageEmbed(r, p, b, lt, text, lora.top)
 		embedWork = embedWork.add(w)
+		li, lc = wan.ImageTextSplit(li, lt)
 	}
 	ps.calls = append(ps.calls, call{block: 0, ev: r.take(), work: embedWork})
 
 	for i := range c.NumLayers {
-		wanLayer(r, p, b, l, lt, li, g, ffn, lora.block(i))
-		ps.calls = append(ps.calls, call{block: 1 + i, ev: r.take(), work: wanLayerWork(p, b, l, lt, li)})
+		wanLayer(r, p, b, l, lc, li, g, ffn, lora.block(i))
+		ps.calls = append(ps.calls, call{block: 1 + i, ev: r.take(), work: wanLayerWork(p, b, l, lc, li)})
 	}
 
 	// out: modulation, norm, proj_out, unpatchify (a permuted copy the
@@ -166,8 +168,10 @@ func imageRows(p *Profile) int {
 // image embeddings (which the pipeline uploaded, [b, rows, image_dim])
 // normalised, through the feed-forward (image_dim wide, then the model
 // width) and normalised again. With a text context other than 512 tokens
-// the reference re-splits [image; text], and so does the model: both are
-// copied. It returns the image tokens' and the text's ids and the work.
+// the reference re-splits [image; text] (wan.ImageTextSplit), and so does
+// the model: both parts are copied, or the concatenation is the text when
+// the image part is empty. It returns the image tokens' id (0 for none),
+// the text's and the work.
 // lr holds the adapters outside the blocks (the feed-forward's among them).
 func wanImageEmbed(r *recorder, p *Profile, b, lt, text int, lr LoRARanks) (int, int, work) {
 	c := p.Wan
@@ -188,25 +192,25 @@ func wanImageEmbed(r *recorder, p *Profile, b, lt, text int, lr LoRARanks) (int,
 	r.free(h)
 	img := r.alloc(f32(b, rows, d))
 	r.free(y)
-	if lt != imageTextLen {
+	if cut, rest := wan.ImageTextSplit(rows, lt); cut != rows {
 		ctx := r.alloc(f32(b, rows+lt, d))
 		r.free(img, text)
-		split := rows + lt - imageTextLen
-		img = r.alloc(f32(b, split, d))
-		text = r.alloc(f32(b, imageTextLen, d))
-		r.free(ctx)
+		if cut == 0 {
+			img, text = 0, ctx
+		} else {
+			img = r.alloc(f32(b, cut, d))
+			text = r.alloc(f32(b, rest, d))
+			r.free(ctx)
+		}
 	}
 	bf, rf := float64(b), float64(rows)
 	w := work{gemm: 2 * bf * rf * float64(e*e+e*d), mem: 4 * bf * rf * float64(4*e+3*d)}
 	return img, text, w
 }
 
-// imageTextLen is the text length the reference's image attention splits
-// [image; text] at (model/wan's textContextLen).
-const imageTextLen = 512
-
-// wanLayer records one WanTransformerBlock's temporaries (li image tokens
-// for an image-conditioned transformer, else 0).
+// wanLayer records one WanTransformerBlock's temporaries (its cross
+// attention reads lt text rows and li image rows, 0 without image
+// attention).
 func wanLayer(r *recorder, p *Profile, b, l, lt, li, g int, ffn []int, lr LoRARanks) {
 	c := p.Wan
 	d := c.InnerDim()
@@ -257,11 +261,7 @@ func wanLayer(r *recorder, p *Profile, b, l, lt, li, g int, ffn []int, lr LoRARa
 	q = heads("attn2.to_q", l, true)
 	oi := 0
 	if li > 0 {
-		rows := li
-		if lt != imageTextLen {
-			rows = li + lt - imageTextLen
-		}
-		ki, vi := heads("attn2.add_k_proj", rows, true), heads("attn2.add_v_proj", rows, false)
+		ki, vi := heads("attn2.add_k_proj", li, true), heads("attn2.add_v_proj", li, false)
 		oi = r.alloc(bld)
 		r.free(ki, vi)
 	}

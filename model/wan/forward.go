@@ -53,10 +53,9 @@ type Inputs struct {
 	// [B, Limg, image_dim] (CLIP's penultimate layer, Limg 257) or, with
 	// pos_embed_seq_len P (FLF2V), [2B, P/2, image_dim] whose rows 2b and
 	// 2b+1 (first and last frame) are sample b's. Like the reference, the
-	// image attention reads the first Limg+Ltext−512 rows of the
-	// concatenation [image; text] and the text attention the last 512, so
-	// Ltext should be 512 (the pipelines pad it so) and Limg+Ltext must
-	// exceed 512.
+	// attentions split the concatenation [image; text] where
+	// ImageTextSplit says, which gives back the two parts when Ltext is
+	// 512 (the pipelines' default).
 	Image *tensor.Tensor
 }
 
@@ -133,7 +132,7 @@ func (m *Model) newPass(latents *tensor.Tensor, in Inputs) (*pass, []float32, er
 	if err := m.checkInputs(latents, ts, in.Context); err != nil {
 		return nil, nil, err
 	}
-	if err := m.checkImage(latents.Dim(0), in.Context.Dim(1), in.Image); err != nil {
+	if err := m.checkImage(latents.Dim(0), in.Image); err != nil {
 		return nil, nil, err
 	}
 	s := latents.Shape()
@@ -161,8 +160,25 @@ func (m *Model) newPass(latents *tensor.Tensor, in Inputs) (*pass, []float32, er
 // assumes when it splits [image; text] ("hardcoded for now" in diffusers).
 const textContextLen = 512
 
+// ImageTextSplit is how the reference's attention processor divides the
+// concatenation [image; text] of imageRows and textRows tokens: the image
+// attention reads the first image of them and the text attention the
+// other text. It cuts at length−512 with Python's slice rules, so a text
+// of 512 tokens gives back the two parts, a longer or shorter one moves
+// rows across (a negative cut counts from the end; one still before the
+// start leaves the image attention nothing, and it then adds nothing, as
+// an attention over no keys gives zeros in PyTorch).
+func ImageTextSplit(imageRows, textRows int) (image, text int) {
+	n := imageRows + textRows
+	cut := n - textContextLen
+	if cut < 0 {
+		cut = max(cut+n, 0)
+	}
+	return cut, n - cut
+}
+
 // checkImage validates the image embeddings against the config.
-func (m *Model) checkImage(batch, textLen int, image *tensor.Tensor) error {
+func (m *Model) checkImage(batch int, image *tensor.Tensor) error {
 	c := m.cfg
 	if !c.HasImage() {
 		if image != nil {
@@ -177,20 +193,14 @@ func (m *Model) checkImage(batch, textLen int, image *tensor.Tensor) error {
 	if image.Rank() != 3 || image.DType() != dtype.F32 || s[2] != *c.ImageDim || s[1] == 0 {
 		return fmt.Errorf("wan: image embeddings %v, want float32 [B, Limg, %d]", image, *c.ImageDim)
 	}
-	rows := s[1]
 	if p := c.ImageTokens(); p > 0 {
 		// WanImageEmbedding views [2B, P/2, E] as [B, P, E] to add pos_embed.
 		if s[0] != 2*batch || 2*s[1] != p {
 			return fmt.Errorf("wan: image embeddings %v, want [%d, %d, %d]: two images per sample of %d tokens each (pos_embed_seq_len %d)",
 				image, 2*batch, p/2, *c.ImageDim, p/2, p)
 		}
-		rows = p
 	} else if s[0] != batch {
 		return fmt.Errorf("wan: image embeddings %v, want float32 [%d, Limg, %d]", image, batch, *c.ImageDim)
-	}
-	if rows+textLen <= textContextLen {
-		return fmt.Errorf("wan: %d image and %d text tokens: the image attention reads the first (image+text−%d) of them, so there must be more than %d; pad the text context to %d tokens",
-			rows, textLen, textContextLen, textContextLen, textContextLen)
 	}
 	return nil
 }

@@ -9,8 +9,9 @@ const imageNormEps = 1e-5
 
 // imageForward is WanImageEmbedding (part of the embed block) and the
 // attention processor's split of [image; text]: it sets p.image to the
-// rows the image attention reads and replaces p.text by the rows the text
-// attention reads. image is Inputs.Image (checked by checkImage).
+// rows the image attention reads (nil when the split leaves it none) and
+// replaces p.text by the rows the text attention reads. image is
+// Inputs.Image (checked by checkImage).
 func (m *Model) imageForward(ops *tensor.Ops, p *pass, image *tensor.Tensor) {
 	w := &m.embed.Image
 	x := image
@@ -33,19 +34,25 @@ func (m *Model) imageForward(ops *tensor.Ops, p *pass, image *tensor.Tensor) {
 	y.Free()
 
 	// The reference concatenates [image; text] and its attention processor
-	// splits that at length−512 again. With a 512-token text (what the
+	// splits that again (ImageTextSplit). With a 512-token text (what the
 	// pipelines pass) that gives back the two parts; otherwise rows cross
 	// over, as in the reference.
 	rows, text := img.Dim(1), p.text.Dim(1)
-	if text == textContextLen {
+	cut, rest := ImageTextSplit(rows, text)
+	if cut == rows {
 		p.image = img
 		return
 	}
 	ctx := ops.Concat(1, img, p.text)
 	tensor.Free(img, p.text)
-	split := rows + text - textContextLen
-	p.image = ops.Narrow(ctx, 1, 0, split)
-	p.text = ops.Narrow(ctx, 1, split, textContextLen)
+	if cut == 0 {
+		// No image rows: the reference's image attention adds zeros, so
+		// the blocks take the text path alone.
+		p.text = ctx
+		return
+	}
+	p.image = ops.Narrow(ctx, 1, 0, cut)
+	p.text = ops.Narrow(ctx, 1, cut, rest)
 	ctx.Free()
 }
 

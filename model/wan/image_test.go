@@ -91,7 +91,8 @@ func imageConfig() Config {
 // TestForwardImageMatchesReference runs image-conditioned configs against
 // the float64 transcription: the text as the pipelines pass it (512 rows),
 // texts shorter and longer than 512 (the processor's split then hands
-// image rows to the text attention or text rows to the image attention),
+// image rows to the text attention or text rows to the image attention,
+// counts its cut from the end, or leaves the image attention nothing),
 // FLF2V's position embedding over two images, and no norm2.
 func TestForwardImageMatchesReference(t *testing.T) {
 	tests := []struct {
@@ -103,6 +104,12 @@ func TestForwardImageMatchesReference(t *testing.T) {
 		{"512 text tokens", func(c *Config) {}, 512, func(b int) []int { return []int{b, 5, 12} }},
 		{"510 text tokens: 2 image rows attended as text", func(c *Config) {}, 510, func(b int) []int { return []int{b, 5, 12} }},
 		{"515 text tokens: 3 text rows attended as image", func(c *Config) {}, 515, func(b int) []int { return []int{b, 5, 12} }},
+		// Shorter than 512 - image rows: diffusers' cut is negative and
+		// counts from the end (a Wan 2.1 I2V run with max_sequence_length
+		// under 255).
+		{"300 text tokens: cut from the end", func(c *Config) {}, 300, func(b int) []int { return []int{b, 5, 12} }},
+		{"24 text tokens: no image rows", func(c *Config) {}, 24, func(b int) []int { return []int{b, 5, 12} }},
+		{"507 text tokens: no image rows", func(c *Config) {}, 507, func(b int) []int { return []int{b, 5, 12} }},
 		{"FLF2V position embedding", func(c *Config) { c.PosEmbedSeqLen = ptr(8) }, 512, func(b int) []int { return []int{2 * b, 4, 12} }},
 		{"no norm2", func(c *Config) { c.CrossAttnNorm = false; c.NumLayers = 1 }, 512, func(b int) []int { return []int{b, 3, 12} }},
 	}
@@ -352,7 +359,7 @@ func TestForwardInputsRejects(t *testing.T) {
 			return t
 		}
 		x := up(2, cfg.InChannels, 2, 4, 4) // 8 tokens per sample
-		ctx, short := up(2, 512, cfg.TextDim), up(2, 500, cfg.TextDim)
+		ctx := up(2, 512, cfg.TextDim)
 		img := up(4, 4, 12)
 		tests := []struct {
 			name  string
@@ -367,7 +374,6 @@ func TestForwardInputsRejects(t *testing.T) {
 			{"no image", Inputs{Timesteps: []float32{1, 2}, Context: ctx}, "pass the image encoder's hidden states", true},
 			{"image width", Inputs{Timesteps: []float32{1, 2}, Context: ctx, Image: up(4, 4, 10)}, "want float32 [B, Limg, 12]", true},
 			{"FLF2V layout", Inputs{Timesteps: []float32{1, 2}, Context: ctx, Image: up(2, 8, 12)}, "two images per sample", true},
-			{"short context", Inputs{Timesteps: []float32{1, 2}, Context: short, Image: img}, "pad the text context to 512", true},
 			{"token count (image)", Inputs{TokenTimesteps: make([]float32, 17), Context: ctx, Image: img}, "per-token timesteps", true},
 		}
 		for _, tt := range tests {

@@ -91,11 +91,15 @@ func refForwardInputs(cfg Config, w map[string][]float32, x []float32, xs []int,
 			text[i] = refLin(w, e+"text_embedder.linear_2", refMap(refLin(w, e+"text_embedder.linear_1", row), refGELUTanh))
 		}
 		// encoder_hidden_states = concat([image_embedder(image), text]);
-		// attn2 splits it at length − 512.
+		// attn2 takes all[:s] and all[s:] with s = len(all) − 512 under
+		// Python's rules: a negative s counts from the end, clamped at 0.
 		var imgCtx [][]float64
 		if cfg.HasImage() {
 			all := append(refImageEmbed(cfg, w, in.img, b, in.imgRows), text...)
-			split := len(all) - textContextLen
+			split := len(all) - 512
+			if split < 0 {
+				split = max(0, len(all)+split)
+			}
 			imgCtx, text = all[:split], all[split:]
 		}
 
@@ -146,7 +150,10 @@ func refForwardInputs(cfg Config, w map[string][]float32, x []float32, xs []int,
 				qc[l] = refRMS(refLin(w, p+"attn2.to_q", xn), w[p+"attn2.norm_q.weight"], eps)
 			}
 			att = refAttention(qc, kc, vc, cfg.NumAttentionHeads, hd)
-			if imgCtx != nil {
+			// PyTorch's attention over no keys (an empty image part)
+			// gives zeros: its CPU kernels leave empty sequences to the
+			// math path, a product over an empty inner dimension.
+			if len(imgCtx) > 0 {
 				ki, vi := make([][]float64, len(imgCtx)), make([][]float64, len(imgCtx))
 				for i := range imgCtx {
 					ki[i] = refRMS(refLin(w, p+"attn2.add_k_proj", imgCtx[i]), w[p+"attn2.norm_added_k.weight"], eps)

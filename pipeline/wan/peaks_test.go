@@ -203,3 +203,34 @@ func TestLoRAPeaksPredicted(t *testing.T) {
 		})
 	}
 }
+
+// TestPeaksPredictedShortText checks the planner against Wan 2.1
+// image-to-video with text contexts other than 512 tokens, where the
+// transformer re-splits [image; text] as diffusers' attention processor
+// does: a cut counted from the end, and one that leaves the image
+// attention nothing.
+func TestPeaksPredictedShortText(t *testing.T) {
+	dir := "testdata/wan21_i2v_pipeline"
+	img, err := imageproc.Load(filepath.Join(dir, "image.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := planner.ProfileFromFolder(filepath.Join(dir, "pipeline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prof.UseImage(); err != nil {
+		t.Fatal(err)
+	}
+	for _, seqLen := range []int{24, 300} {
+		for _, pc := range []residency.ComponentPlan{{Placement: residency.Resident}, {Placement: residency.Stream, Prefetch: 1}} {
+			t.Run(fmt.Sprintf("%d/%s", seqLen, pc.Placement), func(t *testing.T) {
+				req := Request{Prompt: "a lighthouse", Height: 32, Width: 48, Frames: 5, Steps: 1, Guidance: 5,
+					MaxSeqLen: seqLen, Seed: 1, Image: img}
+				plan := residency.Uniform("p", pc, append(slices.Clone(Components), ImageEncoder)...)
+				m, prompt := measurePeaks(t, filepath.Join(dir, "pipeline"), plan, req)
+				checkPeaks(t, predictPeaks(t, prof, plan, req, prompt), m)
+			})
+		}
+	}
+}
