@@ -447,7 +447,10 @@ func (pl *pipelineSim) stage(tr *simComp, n int, handoff bool) stageSim {
 	if tr.name == Transformer2 {
 		lr = pl.req.LoRA2 // the low-noise expert's own adapters
 	}
-	lora := lr.split(pl.p.Wan.NumLayers)
+	// Every pass of the stage makes the same allocations: its script is
+	// built once and replayed (its tensors all die within the pass, so
+	// their ids are free again when the next pass starts).
+	script := wanPass(pl.p, pl.req, pl.run, batch, lr.split(pl.p.Wan.NumLayers), pl.id)
 	step := func(hand bool) {
 		before, t0 := tr.stats, s.now
 		for pass := range passes {
@@ -463,7 +466,7 @@ func (pl *pipelineSim) stage(tr *simComp, n int, handoff bool) stageSim {
 			for _, ev := range r.take() {
 				s.apply(ev, tr.acts) // on the transformer's device
 			}
-			s.runPass(tr, wanPass(pl.p, pl.req, pl.run, batch, lora, pl.id))
+			s.runPass(tr, script)
 			if img != 0 {
 				s.apply(event{id: img}, tr.acts)
 			}

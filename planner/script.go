@@ -1,6 +1,9 @@
 package planner
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // work is what a block call computes, in the units the hardware profile
 // rates: GEMM, attention and convolution flops, and bytes streamed by
@@ -105,10 +108,12 @@ func (r *recorder) free(ids ...int) {
 	}
 }
 
-// take returns the recorded events and starts a new list.
+// take returns a copy of the recorded events and starts a new list in
+// the same buffer: a pass records thousands of short lists, and growing
+// each from nothing was most of what a plan search allocated.
 func (r *recorder) take() []event {
-	ev := r.ev
-	r.ev = nil
+	ev := slices.Clone(r.ev)
+	r.ev = r.ev[:0]
 	return ev
 }
 
