@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -957,6 +959,38 @@ func TestLoadSecondsOfHostCopies(t *testing.T) {
 		}
 		if math.Abs(pred.LoadS-want) > 1e-9*want {
 			t.Errorf("%d bytes free: load %.6gs, want %.6gs", free, pred.LoadS, want)
+		}
+	}
+}
+
+// TestSearchConcurrentMatchesSequential: the search predicts its options
+// and candidates concurrently; one worker (GOMAXPROCS 1) runs the
+// one-by-one loops. Both must return the same plan and prediction, and
+// the same InfeasibleError when nothing fits.
+func TestSearchConcurrentMatchesSequential(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one CPU: the search runs sequentially anyway")
+	}
+	type result struct {
+		plan string
+		pred Prediction
+		err  string
+	}
+	search := func(p *Profile, req Request, b Budgets, procs int) result {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		plan, pred, err := Search(p, hwprofile.Default(), req, b)
+		if err != nil {
+			return result{err: err.Error()}
+		}
+		return result{plan: fmt.Sprintf("%s %+v", describe(plan), plan.Run), pred: pred}
+	}
+	for _, name := range []string{"wan-tiny", "wan-tiny-i2v", "wan-tiny-moe"} {
+		p, req := mustBuiltin(t, name), requestFor("wan-tiny")
+		for _, b := range []Budgets{{}, {DeviceBytes: 24 << 20}, {DeviceBytes: 8 << 20}, {DeviceBytes: 1 << 20, HostBytes: 1 << 20}} {
+			one, two := search(p, req, b, 1), search(p, req, b, 2)
+			if !reflect.DeepEqual(one, two) {
+				t.Errorf("%s, budgets %+v: one worker %+v\ntwo workers %+v", name, b, one, two)
+			}
 		}
 	}
 }

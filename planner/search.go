@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"ferry/backend/cpu/arena"
 	"ferry/hwprofile"
@@ -149,10 +152,53 @@ func (sr *searcher) run() (*residency.Plan, Prediction, []candidate, error) {
 // notes the plans that fit (sr.fits).
 func (sr *searcher) predict(plan *residency.Plan) (Prediction, error) {
 	pred, err := predict(sr.p, sr.hw, plan, sr.req, sr.b, sr.approx)
-	if err == nil && pred.Fits {
-		sr.fits = append(sr.fits, choice{plan, pred}) // plans are not changed once predicted
+	if err == nil {
+		sr.note(plan, pred)
 	}
 	return pred, err
+}
+
+// note keeps plan among the plans that fit when its prediction says so.
+func (sr *searcher) note(plan *residency.Plan, pred Prediction) {
+	if pred.Fits {
+		sr.fits = append(sr.fits, choice{plan, pred}) // plans are not changed once predicted
+	}
+}
+
+// predictAll predicts the candidates' plans concurrently, without noting
+// them: the caller takes the results in order.
+func (sr *searcher) predictAll(cands []candidate) ([]Prediction, []error) {
+	preds, errs := make([]Prediction, len(cands)), make([]error, len(cands))
+	concurrently(len(cands), func(i int) {
+		preds[i], errs[i] = predict(sr.p, sr.hw, cands[i].plan, sr.req, sr.b, sr.approx)
+	})
+	return preds, errs
+}
+
+// concurrently runs f(0) .. f(n-1) on up to GOMAXPROCS goroutines. The
+// search's simulations share only read-only inputs (the profile, the
+// hardware figures, the request), and each result goes to its own index,
+// so what a search returns does not depend on how they interleave.
+func concurrently(n int, f func(i int)) {
+	workers := min(n, runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // planKey is equal for plans that place and run alike (their names
@@ -295,13 +341,13 @@ func (sr *searcher) kept(comp string, c residency.ComponentPlan) (dev, host int6
 func (sr *searcher) candidates() ([]candidate, error) {
 	ffns, cfgs, tiles := sr.runChoices()
 	soloOf := func(comp string, phase int, run residency.RunOptions) ([]solo, error) {
-		var out []solo
-		for _, c := range sr.componentOptions(comp) {
-			s, err := sr.soloRun(comp, phase, c, run)
+		opts := sr.componentOptions(comp)
+		out, errs := make([]solo, len(opts)), make([]error, len(opts))
+		concurrently(len(opts), func(i int) { out[i], errs[i] = sr.soloRun(comp, phase, opts[i], run) })
+		for _, err := range errs {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, s)
 		}
 		return out, nil
 	}
@@ -379,24 +425,43 @@ func (sr *searcher) verify(cands []candidate) (*residency.Plan, Prediction, erro
 	var fits []choice
 	limit := math.Inf(1)
 	checked := 0
-	try := func(c candidate) error {
+	// take accounts for one predicted candidate, in the candidates' order.
+	take := func(c candidate, pred Prediction, err error) error {
 		checked++
-		pred, err := sr.predict(c.plan)
 		if err != nil {
 			return err
 		}
+		sr.note(c.plan, pred)
 		if pred.Fits {
 			fits = append(fits, choice{c.plan, pred})
 			limit = min(limit, c.seconds*1.10)
 		}
 		return nil
 	}
-	for _, c := range cands {
-		if c.seconds > limit || checked >= maxVerify {
-			break
+	// Candidates go in order, fastest estimate first, until one beyond
+	// the fastest fit's estimate + 10% or maxVerify checked. They are
+	// predicted a batch at a time, concurrently, and taken in order, so
+	// the stops see what a one-by-one loop would; a batch's predictions
+	// past a stop are dropped.
+	batchSize := runtime.GOMAXPROCS(0)
+	for i, stop := 0, false; i < len(cands) && !stop; {
+		var batch []candidate
+		for ; i < len(cands) && len(batch) < batchSize; i++ {
+			if cands[i].seconds > limit || checked+len(batch) >= maxVerify {
+				stop = true
+				break
+			}
+			if sr.plausible(cands[i], sr.b) {
+				batch = append(batch, cands[i])
+			}
 		}
-		if sr.plausible(c, sr.b) {
-			if err := try(c); err != nil {
+		preds, errs := sr.predictAll(batch)
+		for k, c := range batch {
+			if c.seconds > limit || checked >= maxVerify {
+				stop = true
+				break
+			}
+			if err := take(c, preds[k], errs[k]); err != nil {
 				return nil, Prediction{}, err
 			}
 		}
@@ -406,8 +471,10 @@ func (sr *searcher) verify(cands []candidate) (*residency.Plan, Prediction, erro
 		sort.SliceStable(small, func(i, j int) bool {
 			return max(small[i].dev, small[i].host) < max(small[j].dev, small[j].host)
 		})
-		for _, c := range small[:min(len(small), maxFallback)] {
-			if err := try(c); err != nil {
+		small = small[:min(len(small), maxFallback)]
+		preds, errs := sr.predictAll(small)
+		for k, c := range small {
+			if err := take(c, preds[k], errs[k]); err != nil {
 				return nil, Prediction{}, err
 			}
 		}
