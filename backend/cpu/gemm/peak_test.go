@@ -34,13 +34,30 @@ func TestFMAPeak(t *testing.T) {
 			t.Fatalf("%s: peak %v, want > 0", sel, peak)
 		}
 		// One worker's product, timed as FMAPeak times: best of three.
+		// Another process sharing the core (go test runs packages side
+		// by side) slows a 30 ms peak window more than a 1 ms product, so
+		// a product above the peak is measured again, both, up to ten
+		// times, the peak in 3 ms windows a time slice can hold: the best
+		// of each only rises, and a loop that lost FMAs reads low every
+		// time.
 		const m, n, k = 384, 512, 512
 		a, b, c := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
 		best := 0.0
-		for range 3 {
-			t0 := time.Now()
-			one.Sgemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n)
-			best = max(best, 2*m*n*k/time.Since(t0).Seconds()/1e9)
+		for try := range 10 {
+			if try > 0 {
+				restore := gemm.CapISA(sel)
+				again, _ := gemm.FMAPeak(1, 3*time.Millisecond)
+				restore()
+				peak = max(peak, again)
+			}
+			for range 3 {
+				t0 := time.Now()
+				one.Sgemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n)
+				best = max(best, 2*m*n*k/time.Since(t0).Seconds()/1e9)
+			}
+			if best <= 1.1*peak {
+				break
+			}
 		}
 		if best > 1.1*peak {
 			t.Errorf("%s: a %dx%dx%d product ran at %.1f GFLOP/s, above the FMA peak %.1f", sel, m, n, k, best, peak)
