@@ -277,18 +277,8 @@ func TestWanPeakMatchesForward(t *testing.T) {
 // device's peak allocated bytes.
 func runWan(t *testing.T, cfg wan.Config, src residency.Source, plan *residency.Plan, req Request, passes int) int64 {
 	t.Helper()
-	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
-	g := gemm.DefaultGo()
-	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan, KeepStored: keepStored})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex, m, dev := wanExecutor(t, cfg, src, plan)
 	defer ex.Close()
-	m := wan.New(cfg)
-	m.Options.FFNChunk = plan.Run.FFNChunk
-	if err := ex.Register(m.Component(Transformer, src)); err != nil {
-		t.Fatal(err)
-	}
 	ops := ex.Ops(Transformer)
 	lf, lh, lw := (req.Frames-1)/4+1, req.Height/8, req.Width/8
 	lat := make([]float32, req.Batch*cfg.InChannels*lf*lh*lw)
@@ -304,6 +294,26 @@ func runWan(t *testing.T, cfg wan.Config, src residency.Source, plan *residency.
 	}
 	ex.Done(Transformer)
 	return dev.Stats().PeakAllocated
+}
+
+// wanExecutor registers a Wan transformer, its FFN chunked as plan runs
+// it, with an executor over a CPU device and host, and returns the
+// executor (the caller closes it), the model and the device.
+func wanExecutor(t *testing.T, cfg wan.Config, src residency.Source, plan *residency.Plan) (*residency.Executor, *wan.Model, *cpu.Device) {
+	t.Helper()
+	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
+	g := gemm.DefaultGo()
+	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan, KeepStored: keepStored})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := wan.New(cfg)
+	m.Options.FFNChunk = plan.Run.FFNChunk
+	if err := ex.Register(m.Component(Transformer, src)); err != nil {
+		ex.Close()
+		t.Fatal(err)
+	}
+	return ex, m, dev
 }
 
 // marked marks c's GEMM weights as comp declares them, as the profile
@@ -369,17 +379,8 @@ func TestWanImagePeakMatchesForward(t *testing.T) {
 // allocated bytes.
 func runWanImage(t *testing.T, cfg wan.Config, src residency.Source, plan *residency.Plan, req Request, imgRows int) int64 {
 	t.Helper()
-	dev, host := cpu.NewDevice(0), cpu.NewDevice(0)
-	g := gemm.DefaultGo()
-	ex, err := residency.New(residency.Config{Backend: cpu.New(dev, g), HostBackend: cpu.New(host, g), Plan: plan, KeepStored: keepStored})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex, m, dev := wanExecutor(t, cfg, src, plan)
 	defer ex.Close()
-	m := wan.New(cfg)
-	if err := ex.Register(m.Component(Transformer, src)); err != nil {
-		t.Fatal(err)
-	}
 	ops := ex.Ops(Transformer)
 	lf, lh, lw := (req.Frames-1)/4+1, req.Height/8, req.Width/8
 	x := ops.Upload(make([]float32, req.Batch*cfg.InChannels*lf*lh*lw), req.Batch, cfg.InChannels, lf, lh, lw)
