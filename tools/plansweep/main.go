@@ -60,6 +60,11 @@ type report struct {
 	Predicted *struct {
 		PeakDevice int64   `json:"peak_device_bytes"`
 		TotalS     float64 `json:"total_s"`
+		// Components are the model's own: a preset places every
+		// component a Wan folder may have.
+		Components []struct {
+			Name string `json:"name"`
+		} `json:"components"`
 	} `json:"predicted"`
 }
 
@@ -231,13 +236,7 @@ func (c *cell) spread() float64 {
 func describe(r report) string {
 	short := map[string]string{"text_encoder": "te", "transformer": "dit", "vae": "vae"}
 	var parts []string
-	names := make([]string, 0, len(r.Plan.Components))
-	for n := range r.Plan.Components {
-		names = append(names, n)
-	}
-	order := map[string]int{"text_encoder": 0, "transformer": 1, "vae": 2}
-	slices.SortFunc(names, func(a, b string) int { return order[a] - order[b] })
-	for _, n := range names {
+	for _, n := range componentNames(r) {
 		c := r.Plan.Components[n]
 		s := c.Placement
 		if s == "" {
@@ -271,6 +270,39 @@ func describe(r report) string {
 		return "all resident"
 	}
 	return strings.Join(parts, " ")
+}
+
+// componentNames lists the plan's components the model has (all of them
+// when the report does not say which it has) in pipeline order, the rest
+// by name after them, so that a plan reads the same in every row.
+func componentNames(r report) []string {
+	var has map[string]bool
+	if r.Predicted != nil && len(r.Predicted.Components) > 0 {
+		has = map[string]bool{}
+		for _, c := range r.Predicted.Components {
+			has[c.Name] = true
+		}
+	}
+	var names []string
+	for n := range r.Plan.Components {
+		if has == nil || has[n] {
+			names = append(names, n)
+		}
+	}
+	order := map[string]int{"text_encoder": 1, "image_encoder": 2, "transformer": 3, "transformer_2": 4, "vae": 5}
+	rank := func(n string) int {
+		if o := order[n]; o > 0 {
+			return o
+		}
+		return len(order) + 1
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if d := rank(a) - rank(b); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return names
 }
 
 // shorten keeps the reason of a refusal, without the advice that follows.
