@@ -16,8 +16,13 @@ func TestFMAPeak(t *testing.T) {
 	for _, sel := range []string{"avx512", "avx2", "generic"} {
 		restore := gemm.CapISA(sel)
 		g, one := gemm.NewGo(nil), gemm.NewGo(parallel.New(1))
-		peak, kernel := gemm.FMAPeak(1, 30*time.Millisecond)
 		restore()
+		// peakOf measures the peak of sel's kernel in windows of d.
+		peakOf := func(d time.Duration) (float64, string) {
+			defer gemm.CapISA(sel)()
+			return gemm.FMAPeak(1, d)
+		}
+		peak, kernel := peakOf(30 * time.Millisecond)
 		if kernel != g.Kernel() {
 			t.Errorf("%s: peak measured for kernel %s, the GEMM runs %s", sel, kernel, g.Kernel())
 		}
@@ -45,9 +50,7 @@ func TestFMAPeak(t *testing.T) {
 		best := 0.0
 		for try := range 10 {
 			if try > 0 {
-				restore := gemm.CapISA(sel)
-				again, _ := gemm.FMAPeak(1, 3*time.Millisecond)
-				restore()
+				again, _ := peakOf(3 * time.Millisecond)
 				peak = max(peak, again)
 			}
 			for range 3 {
