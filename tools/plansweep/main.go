@@ -289,12 +289,12 @@ func componentNames(r report) []string {
 			names = append(names, n)
 		}
 	}
-	order := map[string]int{"text_encoder": 1, "image_encoder": 2, "transformer": 3, "transformer_2": 4, "vae": 5}
+	order := []string{"text_encoder", "image_encoder", "transformer", "transformer_2", "vae"}
 	rank := func(n string) int {
-		if o := order[n]; o > 0 {
-			return o
+		if i := slices.Index(order, n); i >= 0 {
+			return i
 		}
-		return len(order) + 1
+		return len(order)
 	}
 	slices.SortFunc(names, func(a, b string) int {
 		if d := rank(a) - rank(b); d != 0 {
