@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // UniPCConfig is the full key set of diffusers' UniPCMultistepScheduler
@@ -105,25 +106,23 @@ func (c *UniPCConfig) validate() error {
 		return bad("num_train_timesteps must be positive, got %d", c.NumTrainTimesteps)
 	case c.SolverOrder < 1:
 		return bad("solver_order must be positive, got %d", c.SolverOrder)
-	case c.PredictionType != "flow_prediction":
-		return bad("prediction_type %q is not supported (only flow_prediction)", c.PredictionType)
-	case !c.UseFlowSigmas:
-		return bad("use_flow_sigmas=false is not supported (flow_prediction needs flow sigmas)")
-	case !c.PredictX0:
-		return bad("predict_x0=false is not supported with flow_prediction")
+	case !slices.Contains([]string{"epsilon", "sample", "v_prediction", "flow_prediction"}, c.PredictionType):
+		return bad("prediction_type %q is not supported (epsilon, sample, v_prediction, flow_prediction)", c.PredictionType)
+	case !c.PredictX0 && c.PredictionType == "flow_prediction":
+		// diffusers' convert_model_output raises for it.
+		return bad("predict_x0=false is not supported with flow_prediction (diffusers has no noise form of it)")
 	case c.Thresholding && !(c.DynamicThresholdingRatio >= 0 && c.DynamicThresholdingRatio <= 1):
 		return bad("dynamic_thresholding_ratio must be in [0, 1] (a quantile), got %v", c.DynamicThresholdingRatio)
 	case c.Thresholding && !(c.SampleMaxValue > 0):
 		return bad("sample_max_value must be a positive number (x0 is divided by it), got %v", c.SampleMaxValue)
-	case c.UseExponentialSigmas, c.UseBetaSigmas:
+	case countTrue(c.UseKarrasSigmas, c.UseExponentialSigmas, c.UseBetaSigmas) > 1:
+		return bad("set at most one of use_karras_sigmas, use_exponential_sigmas and use_beta_sigmas")
+	case c.UseFlowSigmas && (c.UseExponentialSigmas || c.UseBetaSigmas):
 		// diffusers derives them from the betas (sigmas up to 157) and
 		// its flow-sigma step then takes the log of 1 - sigma < 0.
 		return bad("use_exponential_sigmas and use_beta_sigmas are not supported with flow sigmas (diffusers' flow step gives NaN with them); use FlowMatchEulerDiscreteScheduler for them")
-	case c.UseKarrasSigmas:
-		// diffusers maps the Karras respacing of the betas' sigmas to flow
-		// sigmas (sigma / (sigma + 1), flow_shift not applied): a schedule
-		// ferry does not build.
-		return bad("use_karras_sigmas is not implemented for UniPC with flow sigmas; use FlowMatchEulerDiscreteScheduler's use_karras_sigmas")
+	case c.UseExponentialSigmas && c.SigmaMin != nil && *c.SigmaMin == 0:
+		return bad("use_exponential_sigmas needs a positive sigma_min (it takes its log), got 0")
 	case !isNull(c.SolverP):
 		return bad("solver_p is not supported (must be null)")
 	case c.FinalSigmasType != "zero" && c.FinalSigmasType != "sigma_min":
@@ -137,6 +136,13 @@ func (c *UniPCConfig) validate() error {
 		// The last multistep update to sigma 0 divides by r_k = 0 there;
 		// diffusers returns inf/NaN latents.
 		return bad("lower_order_final=false with final_sigmas_type=zero is not supported (the last step divides by zero)")
+	case !c.PredictX0 && c.FinalSigmasType == "zero":
+		// The noise form's last step multiplies sigma_t = 0 by
+		// h_phi_1 = expm1(inf); diffusers returns NaN latents.
+		return bad("predict_x0=false with final_sigmas_type=zero is not supported (diffusers' last step multiplies sigma 0 by an infinite h_phi_1: NaN latents); use final_sigmas_type=sigma_min")
+	}
+	if err := checkSigmaRange(c.SigmaMin, c.SigmaMax); err != nil {
+		return bad("%v", err)
 	}
 	if err := checkSpacing(c.TimestepSpacing); err != nil {
 		return bad("%v", err)
@@ -168,6 +174,12 @@ type FlowMatchEulerConfig struct {
 	UseBetaSigmas        bool     `json:"use_beta_sigmas"`
 	TimeShiftType        string   `json:"time_shift_type"`
 	StochasticSampling   bool     `json:"stochastic_sampling"`
+	// SigmaMin and SigmaMax are not constructor arguments, but diffusers
+	// keeps unknown config keys as hidden config entries, and its Karras,
+	// exponential and beta respacings read these two where a config
+	// carries them (nil: the schedule's own ends).
+	SigmaMin *float64 `json:"sigma_min"`
+	SigmaMax *float64 `json:"sigma_max"`
 }
 
 // DefaultFlowMatchEulerConfig returns diffusers' constructor defaults.
@@ -208,6 +220,9 @@ func (c *FlowMatchEulerConfig) validate() error {
 	case countTrue(c.UseKarrasSigmas, c.UseExponentialSigmas, c.UseBetaSigmas) > 1:
 		return bad("set at most one of use_karras_sigmas, use_exponential_sigmas and use_beta_sigmas")
 	}
+	if err := checkSigmaRange(c.SigmaMin, c.SigmaMax); err != nil {
+		return bad("%v", err)
+	}
 	if err := checkShift(c.UseDynamicShifting, c.Shift, "shift", c.TimeShiftType, c.ShiftTerminal); err != nil {
 		return bad("%v", err)
 	}
@@ -229,6 +244,18 @@ func checkShift(dynamic bool, shift float64, shiftKey, timeShiftType string, ter
 	return nil
 }
 
+// checkSigmaRange checks the sigma_min and sigma_max a Karras,
+// exponential or beta respacing reads in place of the schedule's ends.
+func checkSigmaRange(lo, hi *float64) error {
+	switch {
+	case lo != nil && !(*lo >= 0 && *lo < math.Inf(1)):
+		return fmt.Errorf("sigma_min must be a non-negative number, got %v", *lo)
+	case hi != nil && !(*hi > 0 && *hi < math.Inf(1)):
+		return fmt.Errorf("sigma_max must be a positive number, got %v", *hi)
+	}
+	return nil
+}
+
 // checkSpacing accepts the timestep spacings diffusers knows. With flow
 // sigmas the timesteps come from the sigmas, so the spacing has no effect,
 // but diffusers still rejects unknown values.
@@ -240,8 +267,7 @@ func checkSpacing(spacing string) error {
 	return fmt.Errorf("timestep_spacing %q is not supported (linspace, leading, trailing)", spacing)
 }
 
-// checkBetas accepts the beta schedules diffusers' constructor accepts. Flow
-// sigmas never use the betas.
+// checkBetas accepts the beta schedules diffusers' constructor accepts.
 func checkBetas(schedule string, trained []float64) error {
 	if trained != nil {
 		return nil

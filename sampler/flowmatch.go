@@ -138,6 +138,11 @@ func (f *FlowMatchEuler) Sigmas() []float32 { return append([]float32(nil), f.si
 // StepIndex returns the index of the next Step.
 func (f *FlowMatchEuler) StepIndex() int { return f.stepIndex }
 
+// NoiseScales returns scale_noise's 1 - sigma and sigma at step i.
+func (f *FlowMatchEuler) NoiseScales(i int) (alpha, sigma float32) {
+	return alphaSigma(f.sigmas[i], true)
+}
+
 // SetBeginIndex starts the schedule at step i (image-to-image).
 func (f *FlowMatchEuler) SetBeginIndex(i int) error {
 	return setBegin(&f.beginIndex, &f.stepIndex, i, len(f.timesteps), f.stepped)

@@ -17,6 +17,11 @@ func FuzzFromConfig(f *testing.F) {
 		`{"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 5.0, "use_karras_sigmas": true, "shift_terminal": 0.1}`,
 		`{"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 1.0, "use_exponential_sigmas": true, "invert_sigmas": true}`,
 		`{"_class_name": "FlowMatchEulerDiscreteScheduler", "stochastic_sampling": true}`,
+		`{"_class_name": "UniPCMultistepScheduler", "final_sigmas_type": "sigma_min", "predict_x0": false, "solver_order": 3}`,
+		`{"_class_name": "UniPCMultistepScheduler", "use_karras_sigmas": true, "prediction_type": "v_prediction", "timestep_spacing": "trailing"}`,
+		`{"_class_name": "UniPCMultistepScheduler", "use_beta_sigmas": true, "beta_schedule": "squaredcos_cap_v2", "rescale_betas_zero_snr": true}`,
+		`{"_class_name": "UniPCMultistepScheduler", "trained_betas": [0.1, 0.2, 0.3], "timestep_spacing": "leading", "steps_offset": 5}`,
+		wanJSON(`"use_karras_sigmas": true, "sigma_min": 0.002, "sigma_max": 80`),
 	} {
 		f.Add([]byte(seed), uint8(4))
 	}

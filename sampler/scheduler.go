@@ -53,6 +53,10 @@ type Scheduler interface {
 	// timestep and overwrites sample with the next sample. Both slices must
 	// have the same length, which must not change within a schedule.
 	Step(modelOutput, sample []float32) error
+	// NoiseScales returns the factors that noise a clean sample to step i,
+	// alpha_t * sample + sigma_t * noise (diffusers' add_noise, or
+	// scale_noise for flow matching).
+	NoiseScales(i int) (alpha, sigma float32)
 	// Order is diffusers' scheduler.order: model evaluations per Step (1 for
 	// both schedulers here; UniPC's multistep order is its SolverOrder).
 	Order() int

@@ -19,12 +19,19 @@ const karrasRho = 7.0
 const betaAlpha, betaBeta = 0.6, 0.6
 
 // reshapeSigmas applies the config's reshaping, if any, to the shifted
-// sigmas (n values, largest first).
+// sigmas (n values, largest first), between their ends or the config's
+// sigma_max and sigma_min.
 func (c FlowMatchEulerConfig) reshapeSigmas(sigmas []float64) ([]float64, error) {
 	if len(sigmas) == 0 {
 		return sigmas, nil
 	}
 	hi, lo, n := sigmas[0], sigmas[len(sigmas)-1], len(sigmas)
+	if c.SigmaMax != nil {
+		hi = *c.SigmaMax
+	}
+	if c.SigmaMin != nil {
+		lo = *c.SigmaMin
+	}
 	switch {
 	case c.UseKarrasSigmas:
 		return karrasSigmas(hi, lo, n), nil

@@ -3,6 +3,7 @@ package sampler
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -93,6 +94,24 @@ func TestReshapedSigmas(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReshapedSigmasConfigEnds: a config carrying sigma_min and sigma_max
+// (hidden keys diffusers keeps) respaces between them instead of the
+// shifted schedule's ends.
+func TestReshapedSigmasConfigEnds(t *testing.T) {
+	for _, kind := range []string{"karras", "exponential", "beta"} {
+		s := eulerFrom(t, fmt.Sprintf(`, "use_%s_sigmas": true, "sigma_min": 0.05, "sigma_max": 0.9`, kind))
+		if err := s.SetTimesteps(7); err != nil {
+			t.Fatal(err)
+		}
+		if sig := s.Sigmas(); sig[0] != 0.9 || sig[6] != 0.05 {
+			t.Errorf("%s: sigmas %v, want 0.9 first and 0.05 last", kind, sig)
+		}
+	}
+	if _, err := FromConfig([]byte(`{"_class_name": "FlowMatchEulerDiscreteScheduler", "use_karras_sigmas": true, "sigma_max": -1}`)); err == nil || !strings.Contains(err.Error(), "sigma_max") {
+		t.Errorf("negative sigma_max: %v", err)
 	}
 }
 

@@ -5,9 +5,12 @@ import (
 	"math"
 )
 
-// UniPC is diffusers' UniPCMultistepScheduler with flow sigmas and flow
-// prediction, the scheduler of WanPipeline: a multistep predictor (UniP) and
-// corrector (UniC) in the B(h) form, bh1 or bh2, working on the predicted x0.
+// UniPC is diffusers' UniPCMultistepScheduler: a multistep predictor (UniP)
+// and corrector (UniC) in the B(h) form, bh1 or bh2, on the predicted x0
+// (predict_x0) or the predicted noise. With flow sigmas and flow prediction
+// it is the scheduler of WanPipeline; without flow sigmas it runs the
+// variance-preserving schedule of its betas (epsilon, sample or
+// v-prediction models).
 //
 // Numerics follow diffusers: the schedule is built in float64 (numpy) and
 // stored as float32 sigmas and int64 timesteps; every coefficient derived
@@ -16,6 +19,10 @@ import (
 type UniPC struct {
 	cfg      UniPCConfig
 	disabled map[int]bool // disable_corrector as a set
+	// train holds the float32 training sigmas of the beta schedule, which
+	// the schedule is built from without flow sigmas and with Karras
+	// sigmas (nil otherwise).
+	train []float32
 
 	sigmas    []float32 // n+1 values, the last one final_sigmas_type
 	timesteps []int64   // n values, int64(sigma*num_train_timesteps)
@@ -64,6 +71,13 @@ func NewUniPC(cfg UniPCConfig) (*UniPC, error) {
 	for _, i := range cfg.DisableCorrector {
 		u.disabled[i] = true
 	}
+	if !cfg.UseFlowSigmas || cfg.UseKarrasSigmas {
+		train, err := cfg.trainingSigmas()
+		if err != nil {
+			return nil, fmt.Errorf("sampler: %s: %w", ClassUniPC, err)
+		}
+		u.train = train
+	}
 	return u, nil
 }
 
@@ -95,34 +109,121 @@ func (u *UniPC) SolverOrder() int { return u.cfg.SolverOrder }
 // Order is diffusers' scheduler.order: one model evaluation per step.
 func (u *UniPC) Order() int { return 1 }
 
-// SetTimesteps computes the flow-sigma schedule for n steps.
+// SetTimesteps computes the schedule for n steps.
 func (u *UniPC) SetTimesteps(n int) error { return u.SetTimestepsWith(n, ScheduleOptions{}) }
 
 // SetTimestepsWith computes the schedule with optional custom (unshifted)
-// sigmas and the dynamic-shift mu.
+// sigmas and the dynamic-shift mu, both for flow sigmas only.
 func (u *UniPC) SetTimestepsWith(n int, opts ScheduleOptions) error {
-	sigmas, err := u.flowSigmas(n, opts)
+	var sigmas []float32
+	var timesteps []int64
+	var err error
+	if u.train == nil {
+		sigmas, timesteps, err = u.flowSchedule(n, opts)
+	} else {
+		sigmas, timesteps, err = u.trainedSchedule(n, opts)
+	}
 	if err != nil {
 		return err
+	}
+	u.sigmas, u.timesteps = sigmas, timesteps
+	u.sizeOrder(len(u.timesteps))
+	u.Reset()
+	return nil
+}
+
+// flowSchedule is set_timesteps with flow sigmas: the shifted sigmas and
+// timesteps sigma * num_train_timesteps.
+func (u *UniPC) flowSchedule(n int, opts ScheduleOptions) ([]float32, []int64, error) {
+	sigmas, err := u.flowSigmas(n, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	// diffusers nudges a first sigma of exactly 1 down so that
 	// alpha = 1 - sigma stays positive and log(alpha) finite.
 	if math.Abs(sigmas[0]-1) < 1e-6 {
 		sigmas[0] -= 1e-6
 	}
-	u.timesteps = make([]int64, len(sigmas))
+	timesteps := make([]int64, len(sigmas))
 	for i, s := range sigmas {
 		// numpy's astype(np.int64) truncates toward zero, as Go does.
-		u.timesteps[i] = int64(s * float64(u.cfg.NumTrainTimesteps))
+		timesteps[i] = int64(s * float64(u.cfg.NumTrainTimesteps))
 	}
+	return u.withLast(sigmas), timesteps, nil
+}
+
+// trainedSchedule is set_timesteps from the training sigmas: read at the
+// spaced timesteps, or respaced (Karras, exponential, beta) between their
+// ends with the timesteps found back by log-sigma interpolation. Karras
+// sigmas with flow sigmas become sigma / (sigma + 1), as diffusers maps
+// them, and their timesteps sigma * num_train_timesteps.
+func (u *UniPC) trainedSchedule(n int, opts ScheduleOptions) ([]float32, []int64, error) {
+	c := u.cfg
+	switch {
+	case opts.Sigmas != nil:
+		return nil, nil, fmt.Errorf("sampler: %s: custom sigmas need use_flow_sigmas without use_karras_sigmas", ClassUniPC)
+	case n < 1:
+		return nil, nil, fmt.Errorf("sampler: number of inference steps must be positive, got %d", n)
+	}
+	timesteps := c.spacedTimesteps(n)
+	if !c.UseKarrasSigmas && !c.UseExponentialSigmas && !c.UseBetaSigmas {
+		sigmas := sigmasAt(u.train, timesteps)
+		last := 0.0
+		if c.FinalSigmasType == "sigma_min" {
+			last = float64(u.train[0])
+		}
+		return toFloat32(append(sigmas, last)), timesteps, nil
+	}
+	sigmas, timesteps := u.respaced(n)
+	return u.withLast(sigmas), timesteps, nil
+}
+
+// respaced returns the Karras, exponential or beta sigmas between the
+// training sigmas' ends (or sigma_max and sigma_min) and their timesteps.
+func (u *UniPC) respaced(n int) ([]float64, []int64) {
+	c := u.cfg
+	hi, lo := float64(u.train[len(u.train)-1]), float64(u.train[0])
+	if c.SigmaMax != nil {
+		hi = *c.SigmaMax
+	}
+	if c.SigmaMin != nil {
+		lo = *c.SigmaMin
+	}
+	var sigmas []float64
+	switch {
+	case c.UseKarrasSigmas:
+		sigmas = karrasSigmas(hi, lo, n)
+	case c.UseExponentialSigmas:
+		sigmas = exponentialSigmas(hi, lo, n)
+	default:
+		sigmas = betaSigmas(hi, lo, n)
+	}
+	logs := logSigmas(u.train)
+	nt := float64(c.NumTrainTimesteps)
+	timesteps := make([]int64, n)
+	for i, s := range sigmas {
+		switch {
+		case c.UseFlowSigmas:
+			s = s / (s + 1)
+			sigmas[i] = s
+			timesteps[i] = int64(s * nt)
+		case c.UseKarrasSigmas:
+			timesteps[i] = int64(math.RoundToEven(sigmaToT(s, logs)))
+		default:
+			timesteps[i] = int64(sigmaToT(s, logs))
+		}
+	}
+	return sigmas, timesteps
+}
+
+// withLast appends the final sigma (0, or the last one for sigma_min) and
+// rounds the schedule to float32.
+func (u *UniPC) withLast(sigmas []float64) []float32 {
 	last := 0.0
 	if u.cfg.FinalSigmasType == "sigma_min" {
 		last = sigmas[len(sigmas)-1]
 	}
-	u.sigmas = toFloat32(append(sigmas, last))
-	u.sizeOrder(len(u.timesteps))
-	u.Reset()
-	return nil
+	return toFloat32(append(sigmas, last))
 }
 
 // flowSigmas returns the shifted float64 sigmas, one per step.
@@ -190,6 +291,11 @@ func (u *UniPC) Sigmas() []float32 { return append([]float32(nil), u.sigmas...) 
 // StepIndex returns the index of the next Step.
 func (u *UniPC) StepIndex() int { return u.stepIndex }
 
+// NoiseScales returns add_noise's alpha_t and sigma_t at step i.
+func (u *UniPC) NoiseScales(i int) (alpha, sigma float32) {
+	return alphaSigma(u.sigmas[i], u.cfg.UseFlowSigmas)
+}
+
 // SetBeginIndex starts the schedule at step i (image-to-image).
 func (u *UniPC) SetBeginIndex(i int) error {
 	return setBegin(&u.beginIndex, &u.stepIndex, i, len(u.timesteps), u.stepped)
@@ -217,7 +323,8 @@ func (u *UniPC) Reset() {
 	u.hasLast = false
 }
 
-// Step runs one UniPC step: convert the model output to x0, correct the
+// Step runs one UniPC step: convert the model output to x0 (or to the
+// noise, without predict_x0), correct the
 // sample with UniC (from the second step on), then predict the next sample
 // with UniP. The result overwrites sample.
 func (u *UniPC) Step(modelOutput, sample []float32) error {
@@ -228,17 +335,10 @@ func (u *UniPC) Step(modelOutput, sample []float32) error {
 	i := u.stepIndex
 	useCorrector := i > 0 && !u.disabled[i-1] && u.hasLast
 
-	// x0 = sample - sigma * model_output (flow prediction), into spare.
-	sigma := u.sigmas[i]
-	x0 := u.spare
-	for j, s := range sample {
-		x0[j] = s - float32(sigma*modelOutput[j])
-	}
-	if u.cfg.Thresholding {
-		u.threshold(x0)
-	}
+	converted := u.spare
+	u.convert(converted, modelOutput, sample)
 	if useCorrector {
-		u.correct(x0, sample)
+		u.correct(converted, sample)
 	}
 	u.pushHistory()
 
@@ -303,37 +403,74 @@ func (u *UniPC) pushHistory() {
 // history returns model_outputs[-(k+1)]: k = 0 is the newest x0.
 func (u *UniPC) history(k int) []float32 { return u.hist[len(u.hist)-1-k] }
 
-// flowLambda returns alpha = 1 - sigma and lambda = log(alpha) - log(sigma)
-// for a flow sigma, each a float32 tensor operation in diffusers.
-func flowLambda(sigma float32) (alpha, lambda float64) {
-	s := float64(sigma)
-	alpha = r32(1 - s)
-	lambda = r32(r32(math.Log(alpha)) - r32(math.Log(s)))
-	return alpha, lambda
+// convert is convert_model_output: the model output as the predicted x0
+// (predict_x0, thresholded if configured) or as the predicted noise, into
+// out, in diffusers' float32 operation order.
+func (u *UniPC) convert(out, modelOutput, sample []float32) {
+	sigma := u.sigmas[u.stepIndex]
+	alpha, sig := alphaSigma(sigma, u.cfg.UseFlowSigmas)
+	x0 := u.cfg.PredictX0
+	switch pt := u.cfg.PredictionType; {
+	case pt == "flow_prediction": // x0 only (validated)
+		for j, s := range sample {
+			out[j] = s - float32(sigma*modelOutput[j])
+		}
+	case pt == "epsilon" && x0:
+		for j, s := range sample {
+			out[j] = float32(s-float32(sig*modelOutput[j])) / alpha
+		}
+	case pt == "v_prediction" && x0:
+		for j, s := range sample {
+			out[j] = float32(alpha*s) - float32(sig*modelOutput[j])
+		}
+	case pt == "sample" && !x0:
+		for j, s := range sample {
+			out[j] = float32(s-float32(alpha*modelOutput[j])) / sig
+		}
+	case pt == "v_prediction":
+		for j, s := range sample {
+			out[j] = float32(alpha*modelOutput[j]) + float32(sig*s)
+		}
+	default: // epsilon without x0, sample with x0: the output itself
+		copy(out, modelOutput)
+	}
+	if x0 && u.cfg.Thresholding {
+		u.threshold(out)
+	}
+}
+
+// lambdaAt returns alpha_t, sigma_t and lambda = log(alpha_t) -
+// log(sigma_t) of sigma index i, each a float32 tensor operation.
+func (u *UniPC) lambdaAt(i int) (alpha, sigma float32, lambda float64) {
+	alpha, sigma = alphaSigma(u.sigmas[i], u.cfg.UseFlowSigmas)
+	return alpha, sigma, lambdaOf(alpha, sigma)
 }
 
 // bhCoeffs holds the scalars of one UniP or UniC update from sigma_s0 (the
 // current sigma) to sigma_t: x_t = xScale*x - m0Scale*m0 - resScale*res.
 type bhCoeffs struct {
-	xScale   float32 // sigma_t / sigma_s0
-	m0Scale  float32 // alpha_t * h_phi_1
-	resScale float32 // alpha_t * B(h)
+	xScale   float32 // sigma_t / sigma_s0 (alpha_t / alpha_s0 on the noise)
+	m0Scale  float32 // alpha_t * h_phi_1 (sigma_t * h_phi_1)
+	resScale float32 // alpha_t * B(h) (sigma_t * B(h))
 }
 
 // coefficients computes the update from sigma index s0 to t for the given
 // order and fills u.rks with the r_k of the order-1 earlier points (sigma
 // indices s0-1, s0-2, ...) and u.vec, u.mat with b and R of diffusers.
 func (u *UniPC) coefficients(t, s0, order int) bhCoeffs {
-	alphaT, lambdaT := flowLambda(u.sigmas[t])
-	_, lambdaS0 := flowLambda(u.sigmas[s0])
+	alphaT, sigmaT, lambdaT := u.lambdaAt(t)
+	alphaS0, sigmaS0, lambdaS0 := u.lambdaAt(s0)
 	h := r32(lambdaT - lambdaS0)
 	for k := 1; k < order; k++ {
-		_, lambdaSi := flowLambda(u.sigmas[s0-k])
+		_, _, lambdaSi := u.lambdaAt(s0 - k)
 		u.rks[k-1] = r32(r32(lambdaSi-lambdaS0) / h)
 	}
 	u.rks[order-1] = 1
 
-	hh := -h // predict_x0
+	hh := h
+	if u.cfg.PredictX0 {
+		hh = -h
+	}
 	hPhi1 := r32(math.Expm1(hh))
 	bh := hh
 	if u.cfg.SolverType == "bh2" {
@@ -349,12 +486,17 @@ func (u *UniPC) coefficients(t, s0, order int) bhCoeffs {
 		factorial *= i + 1
 		hPhiK = r32(r32(hPhiK/hh) - r32(1/float64(factorial)))
 	}
-	sigmaT := float64(u.sigmas[t])
-	sigmaS0 := float64(u.sigmas[s0])
+	if !u.cfg.PredictX0 {
+		return bhCoeffs{
+			xScale:   alphaT / alphaS0,
+			m0Scale:  float32(float64(sigmaT) * hPhi1),
+			resScale: float32(float64(sigmaT) * bh),
+		}
+	}
 	return bhCoeffs{
-		xScale:   float32(sigmaT / sigmaS0),
-		m0Scale:  float32(alphaT * hPhi1),
-		resScale: float32(alphaT * bh),
+		xScale:   sigmaT / sigmaS0,
+		m0Scale:  float32(float64(alphaT) * hPhi1),
+		resScale: float32(float64(alphaT) * bh),
 	}
 }
 

@@ -118,8 +118,7 @@ func noiseVideo(s sampler.Scheduler, r Request, video, latents []float32) (int, 
 	if err := s.SetBeginIndex(first); err != nil {
 		return 0, err
 	}
-	sigma := s.Sigmas()[first]
-	alpha := 1 - sigma
+	alpha, sigma := s.NoiseScales(first)
 	for i, v := range video {
 		// Two float32 products and a sum, unfused, as torch computes
 		// alpha_t * original_samples + sigma_t * noise.

@@ -222,3 +222,32 @@ func TestRepeatedTimestep(t *testing.T) {
 		t.Errorf("start at a repeated timestep: %v", err)
 	}
 }
+
+// TestNoiseVideoVP: with a variance-preserving scheduler (UniPC without
+// flow sigmas) the video's latents are noised as its add_noise does,
+// alpha_t * x + sigma_t * noise with alpha_t = 1 / sqrt(sigma^2 + 1), not
+// as flow matching's (1 - sigma) * x + sigma * noise.
+func TestNoiseVideoVP(t *testing.T) {
+	s, err := sampler.FromConfig([]byte(`{"_class_name": "UniPCMultistepScheduler", "final_sigmas_type": "sigma_min"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTimesteps(10); err != nil {
+		t.Fatal(err)
+	}
+	r := Request{Steps: 10, Strength: 0.5}
+	video, noise := []float32{1, -2, 0.5}, []float32{0.25, 1, -1}
+	latents := slices.Clone(noise)
+	first, err := noiseVideo(s, r, video, latents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigma := float64(s.Sigmas()[first])
+	alpha := 1 / math.Sqrt(sigma*sigma+1)
+	for i := range video {
+		want := alpha*float64(video[i]) + sigma*alpha*float64(noise[i])
+		if math.Abs(float64(latents[i])-want) > 1e-6 {
+			t.Errorf("latent %d = %v, want %v (sigma %v)", i, latents[i], want, sigma)
+		}
+	}
+}
