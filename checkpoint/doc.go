@@ -1,7 +1,10 @@
 // Package checkpoint reads and writes model weights as stored on disk:
-// safetensors files (one file, or shards named by a *.safetensors.index.json)
-// and the diffusers pipeline folder that holds them (model_index.json, one
-// folder per component with its config and weights).
+// safetensors files (one file, or shards named by a *.safetensors.index.json),
+// PyTorch zip checkpoints as torch.save writes them (.bin, .pth, .pt, .ckpt:
+// a restricted pickle reader finds the tensors, which are then read in place
+// like a safetensors file's; no code in them runs), and the diffusers
+// pipeline folder that holds them (model_index.json, one folder per
+// component with its config and weights).
 //
 // A File is validated completely when it is opened: every header field, every
 // offset and every byte count is checked against the file's real size, so a

@@ -10,7 +10,8 @@ import (
 	"ferry/dtype"
 )
 
-// File is one open safetensors file. Its methods are safe for concurrent
+// File is one open weights file: safetensors, or a PyTorch zip checkpoint
+// (torch.save's format, read in place the same way). Its methods are safe for concurrent
 // use, except Close, which must come after every other call has returned.
 type File struct {
 	path string
@@ -23,8 +24,9 @@ type File struct {
 	closed bool
 }
 
-// Open opens the safetensors file at path and validates its header
-// completely; on any fault it returns a nil *File and an error naming path.
+// Open opens the weights file at path (safetensors or a PyTorch zip
+// checkpoint) and validates its tensor table completely; on any fault it
+// returns a nil *File and an error naming path.
 func Open(path string) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -39,7 +41,17 @@ func Open(path string) (*File, error) {
 		f.Close()
 		return nil, formatErr(path, "is a directory, not a safetensors file (use OpenSet for a component folder)")
 	}
-	hdr, err := parseHeader(path, f, st.Size())
+	var hdr *header
+	switch torchZip, legacy := fileKind(f); {
+	case torchZip:
+		hdr, err = parseTorchZip(path, f, st.Size())
+	case legacy:
+		err = formatErr(path, "a PyTorch checkpoint in the format before PyTorch 1.6, which ferry does not read: re-save it with a recent torch.save or convert it to safetensors")
+	case isTorchName(path):
+		err = formatErr(path, "not a PyTorch zip checkpoint (torch.save's format since PyTorch 1.6): re-save it with torch.save or convert it to safetensors")
+	default:
+		hdr, err = parseHeader(path, f, st.Size())
+	}
 	if err != nil {
 		f.Close()
 		return nil, err

@@ -14,15 +14,30 @@ import (
 
 // Conventional weight file names, in the order OpenSet looks for them in a
 // folder: transformers models, then diffusers models; an index before a
-// single file, since an index names every shard explicitly.
+// single file, since an index names every shard explicitly; safetensors
+// before PyTorch checkpoints, as diffusers and transformers prefer them.
 var conventionalWeights = []string{
 	"model.safetensors.index.json",
 	"diffusion_pytorch_model.safetensors.index.json",
 	"model.safetensors",
 	"diffusion_pytorch_model.safetensors",
+	"pytorch_model.bin.index.json",
+	"diffusion_pytorch_model.bin.index.json",
+	"pytorch_model.bin",
+	"diffusion_pytorch_model.bin",
 }
 
-const indexSuffix = ".safetensors.index.json"
+const (
+	indexSuffix      = ".safetensors.index.json"
+	torchIndexSuffix = ".bin.index.json"
+)
+
+// torchExtensions are the names torch.save checkpoints go by.
+var torchExtensions = []string{".bin", ".pth", ".pt", ".ckpt"}
+
+func isTorchName(name string) bool {
+	return slices.ContainsFunc(torchExtensions, func(ext string) bool { return strings.HasSuffix(name, ext) })
+}
 
 // Set is the tensors of one model across its files: a single safetensors
 // file or the shards an index names. Every shard is opened and validated
@@ -41,11 +56,13 @@ type Set struct {
 	indexMetadata map[string]any
 }
 
-// OpenSet opens the weights at path: a .safetensors file, a
-// *.safetensors.index.json, or a component folder holding one of those under
-// a conventional name (model.safetensors[.index.json],
-// diffusion_pytorch_model.safetensors[.index.json]) or, failing that, exactly
-// one index or one .safetensors file.
+// OpenSet opens the weights at path: a .safetensors file, a PyTorch zip
+// checkpoint (.bin, .pth, .pt, .ckpt), an index of shards
+// (*.safetensors.index.json, *.bin.index.json), or a component folder
+// holding one of those under a conventional name
+// (model.safetensors[.index.json], diffusion_pytorch_model.safetensors
+// [.index.json], their pytorch_model.bin forms) or, failing that, exactly
+// one index or one weights file (safetensors first).
 func OpenSet(path string) (*Set, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -90,7 +107,7 @@ func findWeights(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find weights: %w", err)
 	}
-	var indexes, singles, others []string
+	var indexes, singles, torchIndexes, torchSingles []string
 	for _, e := range entries {
 		n := e.Name()
 		switch {
@@ -99,8 +116,10 @@ func findWeights(dir string) (string, error) {
 			indexes = append(indexes, n)
 		case strings.HasSuffix(n, ".safetensors"):
 			singles = append(singles, n)
-		case strings.HasSuffix(n, ".bin"), strings.HasSuffix(n, ".pt"), strings.HasSuffix(n, ".pth"), strings.HasSuffix(n, ".ckpt"):
-			others = append(others, n)
+		case strings.HasSuffix(n, torchIndexSuffix):
+			torchIndexes = append(torchIndexes, n)
+		case isTorchName(n):
+			torchSingles = append(torchSingles, n)
 		}
 	}
 	switch {
@@ -112,10 +131,16 @@ func findWeights(dir string) (string, error) {
 		return filepath.Join(dir, singles[0]), nil
 	case len(singles) > 1:
 		return "", &FormatError{File: dir, Reason: fmt.Sprintf("%d .safetensors files and no *%s to say how they go together", len(singles), indexSuffix)}
-	case len(others) > 0:
-		return "", &FormatError{File: dir, Reason: fmt.Sprintf("no safetensors weights, only %s (ferry reads safetensors only; convert the checkpoint)", strings.Join(others, ", ")), Err: fs.ErrNotExist}
+	case len(torchIndexes) == 1:
+		return filepath.Join(dir, torchIndexes[0]), nil
+	case len(torchIndexes) > 1:
+		return "", &FormatError{File: dir, Reason: fmt.Sprintf("several weight indexes (%s): open one by name", strings.Join(torchIndexes, ", "))}
+	case len(torchSingles) == 1:
+		return filepath.Join(dir, torchSingles[0]), nil
+	case len(torchSingles) > 1:
+		return "", &FormatError{File: dir, Reason: fmt.Sprintf("several PyTorch checkpoints (%s) and no *%s to say how they go together: open one by name", strings.Join(torchSingles, ", "), torchIndexSuffix)}
 	}
-	return "", &FormatError{File: dir, Reason: "no safetensors weights (looked for " + strings.Join(conventionalWeights, ", ") + ")", Err: fs.ErrNotExist}
+	return "", &FormatError{File: dir, Reason: "no weights (looked for " + strings.Join(conventionalWeights, ", ") + ", or one .safetensors, .bin, .pth, .pt or .ckpt file)", Err: fs.ErrNotExist}
 }
 
 // shardIndex is the content of a *.safetensors.index.json.
@@ -182,8 +207,8 @@ func readIndex(path string) (*shardIndex, error) {
 		if shard == nil {
 			return nil, formatErr(path, "malformed index: weight_map[%q] is null", name)
 		}
-		if !filepath.IsLocal(*shard) || !strings.HasSuffix(*shard, ".safetensors") {
-			return nil, formatErr(path, "malformed index: weight_map[%q] = %q is not a .safetensors file beside the index", name, *shard)
+		if !filepath.IsLocal(*shard) || !(strings.HasSuffix(*shard, ".safetensors") || isTorchName(*shard)) {
+			return nil, formatErr(path, "malformed index: weight_map[%q] = %q is not a .safetensors or PyTorch file beside the index", name, *shard)
 		}
 	}
 	return &idx, nil

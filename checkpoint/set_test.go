@@ -182,11 +182,11 @@ func TestOpenSetErrors(t *testing.T) {
 			}
 			return p
 		}, "s1.safetensors", false},
-		{"empty folder", func(t *testing.T, dir string) string { return dir }, "no safetensors weights", true},
-		{"pickle only", func(t *testing.T, dir string) string {
+		{"empty folder", func(t *testing.T, dir string) string { return dir }, "no weights", true},
+		{"not a zip", func(t *testing.T, dir string) string {
 			os.WriteFile(filepath.Join(dir, "pytorch_model.bin"), []byte("x"), 0o644)
 			return dir
-		}, "pytorch_model.bin", true},
+		}, "pytorch_model.bin: not a PyTorch zip checkpoint", false},
 		{"ambiguous singles", func(t *testing.T, dir string) string {
 			for _, n := range []string{"a.safetensors", "b.safetensors"} {
 				if err := WriteFile(filepath.Join(dir, n), []RawTensor{one(n)}, nil); err != nil {

@@ -159,6 +159,29 @@ func TestOriginalLayoutVAE(t *testing.T) {
 	}
 }
 
+// A folder holding the Wan repositories' own files as they ship them,
+// PyTorch zip checkpoints in their own layouts (the text encoder as
+// models_t5_umt5-xxl-enc-bf16.pth in wan/modules/t5.py's names, the VAE as
+// Wan2.1_VAE.pth), generates the golden case bit for bit as the
+// diffusers folder does.
+func TestTorchCheckpoints(t *testing.T) {
+	dst := t.TempDir()
+	layoutFolder(t, dst, []string{TextEncoder, VAE}, func(src, dst string) {
+		if filepath.Base(src) == TextEncoder {
+			wantest.WriteTorchComponent(t, src, dst, "models_t5_umt5-xxl-enc-bf16.pth", wantest.OriginalT5Name)
+			return
+		}
+		wantest.WriteTorchComponent(t, src, dst, "Wan2.1_VAE.pth", wantest.OriginalVAEName)
+	})
+	mustHold(t, filepath.Join(dst, TextEncoder), "token_embedding.weight", "blocks.0.ffn.gate.0.weight", "norm.weight")
+	mustHold(t, filepath.Join(dst, VAE), "decoder.upsamples.0.residual.0.gamma")
+	want := runMoE(t, "", nil, moeRequest(t))
+	got := runMoE(t, dst, nil, moeRequest(t))
+	if !slices.Equal(got.Video, want.Video) {
+		t.Fatal("the .pth folder's video differs from the diffusers folder's")
+	}
+}
+
 // A Wan 2.2 VAE stored as Wan2.2_VAE.pth and ComfyUI's
 // wan2.2_vae.safetensors store it (each level's layers nested:
 // encoder.downsamples.L.downsamples.N) decodes the TI2V golden case bit

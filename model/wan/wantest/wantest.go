@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"ferry/checkpoint"
+	"ferry/checkpoint/torchtest"
 	"ferry/dtype"
 )
 
@@ -77,6 +78,23 @@ type Convert func(from string, r checkpoint.RawTensor) []checkpoint.RawTensor
 // renamed by name and, when conv is set, replaced by what conv returns.
 func WriteComponent(t *testing.T, src, dst string, name func(string) string, conv Convert) {
 	t.Helper()
+	writeComponent(t, src, dst, name, conv, func(out []checkpoint.RawTensor) error {
+		return checkpoint.WriteFile(filepath.Join(dst, "diffusion_pytorch_model.safetensors"), out, nil)
+	})
+}
+
+// WriteTorchComponent is WriteComponent writing the weights as a PyTorch
+// zip checkpoint named file (as the Wan repositories ship their VAE and
+// text encoder: Wan2.1_VAE.pth, models_t5_umt5-xxl-enc-bf16.pth).
+func WriteTorchComponent(t *testing.T, src, dst, file string, name func(string) string) {
+	t.Helper()
+	writeComponent(t, src, dst, name, nil, func(out []checkpoint.RawTensor) error {
+		return torchtest.Write(filepath.Join(dst, file), out)
+	})
+}
+
+func writeComponent(t *testing.T, src, dst string, name func(string) string, conv Convert, write func([]checkpoint.RawTensor) error) {
+	t.Helper()
 	s, err := checkpoint.OpenSet(src)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +117,7 @@ func WriteComponent(t *testing.T, src, dst string, name func(string) string, con
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkpoint.WriteFile(filepath.Join(dst, "diffusion_pytorch_model.safetensors"), out, nil); err != nil {
+	if err := write(out); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
@@ -109,6 +127,39 @@ func WriteComponent(t *testing.T, src, dst string, name func(string) string, con
 	if err := os.WriteFile(filepath.Join(dst, "config.json"), cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// OriginalT5Name is wan/modules/t5.py's name for a transformers UMT5
+// encoder name (the layout of models_t5_umt5-xxl-enc-bf16.pth).
+func OriginalT5Name(n string) string {
+	switch n {
+	case "shared.weight":
+		return "token_embedding.weight"
+	case "encoder.final_layer_norm.weight":
+		return "norm.weight"
+	}
+	rest, ok := strings.CutPrefix(n, "encoder.block.")
+	if !ok {
+		return n
+	}
+	idx, tail, _ := strings.Cut(rest, ".")
+	for from, to := range map[string]string{
+		"layer.0.layer_norm.weight":                            "norm1.weight",
+		"layer.0.SelfAttention.q.weight":                       "attn.q.weight",
+		"layer.0.SelfAttention.k.weight":                       "attn.k.weight",
+		"layer.0.SelfAttention.v.weight":                       "attn.v.weight",
+		"layer.0.SelfAttention.o.weight":                       "attn.o.weight",
+		"layer.0.SelfAttention.relative_attention_bias.weight": "pos_embedding.embedding.weight",
+		"layer.1.layer_norm.weight":                            "norm2.weight",
+		"layer.1.DenseReluDense.wi_0.weight":                   "ffn.gate.0.weight",
+		"layer.1.DenseReluDense.wi_1.weight":                   "ffn.fc1.weight",
+		"layer.1.DenseReluDense.wo.weight":                     "ffn.fc2.weight",
+	} {
+		if tail == from {
+			return "blocks." + idx + "." + to
+		}
+	}
+	return n
 }
 
 // quantizeE4M3 returns the E4M3 code nearest v (no NaN codes).
