@@ -223,16 +223,42 @@ func (u *unpickler) popMark() ([]any, error) {
 }
 
 func (u *unpickler) tupleN(n int) error {
+	items, err := u.popN(n)
+	if err == nil {
+		u.push(items)
+	}
+	return err
+}
+
+// popN pops the top n values, in stack order.
+func (u *unpickler) popN(n int) ([]any, error) {
 	items := make([]any, n)
 	for i := n - 1; i >= 0; i-- {
 		v, err := u.pop()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		items[i] = v
 	}
-	u.push(items)
-	return nil
+	return items, nil
+}
+
+// operands pops SETITEM's or APPEND's n values, or SETITEMS' or APPENDS'
+// values above the last MARK, and returns them with the container below
+// them.
+func (u *unpickler) operands(marked bool, n int) ([]any, any, error) {
+	var items []any
+	var err error
+	if marked {
+		items, err = u.popMark()
+	} else {
+		items, err = u.popN(n)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	target, err := u.top()
+	return items, target, err
 }
 
 // number reads the integer and float opcodes.
@@ -536,21 +562,7 @@ func int64s(v any) ([]int64, error) {
 }
 
 func (u *unpickler) setItems(op byte) error {
-	var items []any
-	var err error
-	if op == 's' {
-		var k, v any
-		if v, err = u.pop(); err != nil {
-			return err
-		}
-		if k, err = u.pop(); err != nil {
-			return err
-		}
-		items = []any{k, v}
-	} else if items, err = u.popMark(); err != nil {
-		return err
-	}
-	target, err := u.top()
+	items, target, err := u.operands(op == 'u', 2)
 	if err != nil {
 		return err
 	}
@@ -593,18 +605,7 @@ func indexOf(keys []any, k any) int {
 }
 
 func (u *unpickler) appendItems(op byte) error {
-	var items []any
-	var err error
-	if op == 'a' {
-		var v any
-		if v, err = u.pop(); err != nil {
-			return err
-		}
-		items = []any{v}
-	} else if items, err = u.popMark(); err != nil {
-		return err
-	}
-	target, err := u.top()
+	items, target, err := u.operands(op == 'e', 1)
 	if err != nil {
 		return err
 	}
