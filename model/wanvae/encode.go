@@ -211,7 +211,7 @@ func (m *Model) EncodeTiled(r residency.Runner, ops *tensor.Ops, video *tensor.T
 		}
 		return out, nil
 	}
-	h := ops.Empty(video.DType(), s[0], 2*m.cfg.ZDim, chunks, s[3]/scale, s[4]/scale)
+	h := ops.Empty(video.DType(), s[0], 2*m.cfg.ZDim, m.cfg.EncodedFrames(s[2]), s[3]/scale, s[4]/scale)
 	if err := g.assemble(ops, h, encodeTile); err != nil {
 		h.Free()
 		return nil, nil, err

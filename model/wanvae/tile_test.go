@@ -2,6 +2,7 @@ package wanvae
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -172,6 +173,49 @@ func TestTileAssemblyMatchesReference(t *testing.T) {
 			}
 			if a := r.dev.Stats().Allocated; a != 0 {
 				t.Errorf("assembly left %d bytes allocated", a)
+			}
+		})
+	}
+}
+
+// TestTiledEncodeOtherTemporalScales: diffusers chunks the video by four
+// frames whatever temperal_downsample says, so a VAE that halves time
+// once (or never) makes two (or four) latent frames a chunk. The tiled
+// encode makes as many as the untiled one (EncodedFrames), and one tile
+// over the whole video is the untiled encode exactly.
+func TestTiledEncodeOtherTemporalScales(t *testing.T) {
+	for _, down := range [][]bool{{false, false, true}, {false, false, false}, {false, true, true}} {
+		t.Run(fmt.Sprint(down), func(t *testing.T) {
+			cfg := loadGolden(t).cfg
+			cfg.TemperalDownsample = down
+			r := newRig(t, nil, nil)
+			m := r.model(t, cfg, synthesize(cfg, 3))
+			const f, h, w = 9, 32, 48
+			video := make([]float32, 3*f*h*w)
+			for i := range video {
+				video[i] = float32(math.Sin(float64(i) * 0.37))
+			}
+			shape := []int{1, 3, f, h, w}
+			mean, _, _, got := r.encode(t, m, video, shape)
+			if got[2] != cfg.EncodedFrames(f) {
+				t.Fatalf("untiled encode made %d latent frames, EncodedFrames says %d", got[2], cfg.EncodedFrames(f))
+			}
+			for _, tl := range []Tiling{{h, w, h, w}, {16, 24, 8, 16}} {
+				ops := r.ex.Ops("vae")
+				x := ops.Upload(video, shape...)
+				mt, lt, err := m.EncodeTiled(r.ex, ops, x, tl)
+				x.Free()
+				if err != nil {
+					t.Fatalf("tiling %v: %v", tl, err)
+				}
+				tiled := ops.Download(mt)
+				tensor.Free(mt, lt)
+				if mt.Dim(2) != got[2] {
+					t.Errorf("tiling %v: %d latent frames, untiled %d", tl, mt.Dim(2), got[2])
+				}
+				if tl.MinHeight == h && !slices.Equal(tiled, mean) {
+					t.Errorf("one tile over the whole video differs from the untiled encode (max diff %g)", maxDiff(tiled, mean))
+				}
 			}
 		})
 	}
