@@ -20,6 +20,20 @@ type Naming struct {
 	// Rename maps one name; keep false leaves the tensor out (a marker
 	// that holds no weight).
 	Rename func(name string) (to string, keep bool)
+	// Views, when set and not nil for a tensor, replaces Rename for it:
+	// the tensor becomes one or more diffusers tensors that are ranges of
+	// its rows (a fused projection split) or it under another shape of
+	// the same elements (a [1, n, d] table read as [n, d]).
+	Views func(name string, shape []int) []View
+}
+
+// View is one diffusers tensor read from rows [Row0, Row0+Rows) of a
+// stored tensor (its first dimension; the elements of a 1-D tensor), with
+// the shape given, whose elements must number those rows'.
+type View struct {
+	Name       string
+	Row0, Rows int
+	Shape      []int
 }
 
 var namings sync.Map // class -> Naming
@@ -45,25 +59,58 @@ func (s *Set) rename(n Naming) error {
 		scales = make(map[string]float32, len(s.scales))
 	}
 	for _, name := range s.names {
-		to, keep := n.Rename(name)
-		if !keep {
-			continue
+		infos, err := mapped(n, s.byName[name])
+		if err != nil {
+			return formatErr(s.path, "%v", err)
 		}
-		if prev, dup := by[to]; dup {
-			return formatErr(s.path, "tensors %q and %q are both %q in diffusers' naming", prev.Name, name, to)
+		for _, t := range infos {
+			if prev, dup := by[t.Name]; dup {
+				return formatErr(s.path, "tensors %q and %q are both %q in diffusers' naming", prev.Name, name, t.Name)
+			}
+			by[t.Name] = t
+			if v, ok := s.scales[name]; ok {
+				scales[t.Name] = v
+			}
 		}
-		by[to] = s.byName[name]
-		if v, ok := s.scales[name]; ok {
-			scales[to] = v
-		}
-	}
-	for to, t := range by {
-		t.Name = to
-		by[to] = t
 	}
 	s.byName, s.scales = by, scales
 	s.names = slices.Sorted(maps.Keys(by))
 	return nil
+}
+
+// mapped returns what a stored tensor is in diffusers' naming: its views,
+// or it renamed, or nothing.
+func mapped(n Naming, t TensorInfo) ([]TensorInfo, error) {
+	var views []View
+	if n.Views != nil {
+		views = n.Views(t.Name, t.Shape)
+	}
+	if views == nil {
+		to, keep := n.Rename(t.Name)
+		if !keep {
+			return nil, nil
+		}
+		t.Name = to
+		return []TensorInfo{t}, nil
+	}
+	rows, rowElems := 1, int64(1)
+	if len(t.Shape) > 0 {
+		rows, rowElems = t.Shape[0], t.Elements()/max(int64(t.Shape[0]), 1)
+	}
+	esize := t.Size / max(t.Elements(), 1)
+	out := make([]TensorInfo, 0, len(views))
+	for _, v := range views {
+		elems := int64(1)
+		for _, d := range v.Shape {
+			elems *= int64(d)
+		}
+		if v.Row0 < 0 || v.Rows < 0 || v.Row0+v.Rows > rows || elems != int64(v.Rows)*rowElems {
+			return nil, fmt.Errorf("tensor %q %v: cannot be read as %q, rows [%d, %d) shaped %v", t.Name, t.Shape, v.Name, v.Row0, v.Row0+v.Rows, v.Shape)
+		}
+		out = append(out, TensorInfo{Name: v.Name, DType: t.DType, Shape: slices.Clone(v.Shape), File: t.File,
+			Offset: t.Offset + int64(v.Row0)*rowElems*esize, Size: elems * esize})
+	}
+	return out, nil
 }
 
 // OpenSetAs is OpenSet for the weights of a model class: names in the

@@ -148,3 +148,61 @@ func TestOpenSetAsRenames(t *testing.T) {
 		t.Errorf("two names mapping to one: %v", err)
 	}
 }
+
+// A naming's views read row ranges of a stored tensor (a fused projection
+// split in three) and a tensor under another shape, with the stored
+// tensor's scale; a view outside the tensor is refused in one line.
+func TestOpenSetAsViews(t *testing.T) {
+	RegisterNaming("TestViews", Naming{
+		Detect: func(names []string) bool { return slices.Contains(names, "qkv.weight") },
+		Rename: func(n string) (string, bool) { return n, true },
+		Views: func(n string, shape []int) []View {
+			switch n {
+			case "qkv.weight":
+				var vs []View
+				for i, p := range []string{"q", "k", "v"} {
+					vs = append(vs, View{Name: p + ".weight", Row0: i * 2, Rows: 2, Shape: []int{2, 2}})
+				}
+				return vs
+			case "pos":
+				return []View{{Name: "pos.flat", Rows: 1, Shape: []int{6}}}
+			case "bad":
+				return []View{{Name: "bad.tail", Row0: 1, Rows: 2, Shape: []int{2}}}
+			}
+			return nil
+		},
+	})
+	qkv := make([]byte, 12)
+	for i := range qkv {
+		qkv[i] = byte(i)
+	}
+	pos := make([]byte, 24)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.safetensors")
+	if err := WriteFile(path, []RawTensor{{Name: "qkv.weight", DType: dtype.F8E4M3, Shape: []int{6, 2}, Data: qkv},
+		f32Raw("qkv.scale_weight", nil, 0.25), {Name: "pos", DType: dtype.F32, Shape: []int{1, 2, 3}, Data: pos}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenSetAs(path, "TestViews")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, p := range []string{"q", "k", "v"} {
+		info, ok := s.Lookup(p + ".weight")
+		got := make([]byte, info.Size)
+		if !ok || s.ReadAt(info, got) != nil || !slices.Equal(got, qkv[4*i:4*i+4]) || !slices.Equal(info.Shape, []int{2, 2}) || s.Scale(p+".weight") != 0.25 {
+			t.Errorf("%s.weight: %v %v scale %v, want rows %d-%d of qkv scaled by 0.25", p, info.Shape, got, s.Scale(p+".weight"), 2*i, 2*i+1)
+		}
+	}
+	if info, ok := s.Lookup("pos.flat"); !ok || !slices.Equal(info.Shape, []int{6}) || info.Size != 24 {
+		t.Errorf("pos.flat: %+v", info)
+	}
+	bad := filepath.Join(dir, "b.safetensors")
+	if err := WriteFile(bad, []RawTensor{{Name: "qkv.weight", DType: dtype.F32, Shape: []int{1}, Data: make([]byte, 4)}, {Name: "bad", DType: dtype.F32, Shape: []int{2}, Data: make([]byte, 8)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenSetAs(bad, "TestViews"); err == nil || !strings.Contains(err.Error(), "bad.tail") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("a view past the tensor: %v", err)
+	}
+}

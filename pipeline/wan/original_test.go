@@ -182,6 +182,43 @@ func TestTorchCheckpoints(t *testing.T) {
 	}
 }
 
+// The Wan 2.1 I2V golden folder with its image encoder as the Wan
+// repositories ship it (models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth:
+// the whole CLIP in wan/modules/clip.py's names, q, k and v fused) and its
+// text encoder and VAE as their .pth files embeds the image and generates
+// the video bit for bit as the diffusers folder does.
+func TestTorchCheckpointsImageToVideo(t *testing.T) {
+	c := wan22Cases()[2]
+	dst := t.TempDir()
+	src, _ := filepath.Abs(c.dir)
+	for _, f := range []string{"inputs.safetensors", "image.png"} {
+		if err := os.Symlink(filepath.Join(src, f), filepath.Join(dst, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dst, "pipeline"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	layoutFolderOf(t, filepath.Join(c.dir, "pipeline"), filepath.Join(dst, "pipeline"), []string{ImageEncoder, TextEncoder, VAE},
+		func(src, dst string) {
+			switch filepath.Base(src) {
+			case ImageEncoder:
+				wantest.WriteOriginalCLIP(t, src, dst, "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth")
+			case TextEncoder:
+				wantest.WriteTorchComponent(t, src, dst, "models_t5_umt5-xxl-enc-bf16.pth", wantest.OriginalT5Name)
+			default:
+				wantest.WriteTorchComponent(t, src, dst, "Wan2.1_VAE.pth", wantest.OriginalVAEName)
+			}
+		})
+	mustHold(t, filepath.Join(dst, "pipeline", ImageEncoder), "visual.transformer.0.attn.to_qkv.weight", "visual.cls_embedding", "textual.token_embedding.weight")
+	want := c.generate(t, nil)
+	c.dir = dst
+	got := c.generate(t, nil)
+	if !slices.Equal(got.ImageEmbeds, want.ImageEmbeds) || !slices.Equal(got.Video, want.Video) {
+		t.Fatal("the .pth folder's image embeddings or video differ from the diffusers folder's")
+	}
+}
+
 // A Wan 2.2 VAE stored as Wan2.2_VAE.pth and ComfyUI's
 // wan2.2_vae.safetensors store it (each level's layers nested:
 // encoder.downsamples.L.downsamples.N) decodes the TI2V golden case bit

@@ -120,6 +120,12 @@ func writeComponent(t *testing.T, src, dst string, name func(string) string, con
 	if err := write(out); err != nil {
 		t.Fatal(err)
 	}
+	copyConfig(t, src, dst)
+}
+
+// copyConfig copies a component's config.json from src to dst.
+func copyConfig(t *testing.T, src, dst string) {
+	t.Helper()
 	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -303,4 +309,85 @@ func OriginalVAEName(n string) string {
 		n = strings.Replace(n, r[0], r[1], 1)
 	}
 	return n
+}
+
+// WriteOriginalCLIP writes the CLIPVisionModel at src to dst as the Wan
+// repositories store it (models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth,
+// wan/modules/clip.py's names): the vision tower under "visual." with
+// each layer's q, k and v projections fused into attn.to_qkv, the class
+// and position embeddings as [1, 1, d] and [1, n, d], beside a projection
+// head, a text tower tensor and a logit scale, which ferry leaves out.
+func WriteOriginalCLIP(t *testing.T, src, dst, file string) {
+	t.Helper()
+	s, err := checkpoint.OpenSet(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	read := func(n string) checkpoint.RawTensor {
+		info, ok := s.Lookup(n)
+		if !ok {
+			t.Fatalf("%s lacks %s", src, n)
+		}
+		data := make([]byte, info.Size)
+		if err := s.ReadAt(info, data); err != nil {
+			t.Fatal(err)
+		}
+		return checkpoint.RawTensor{DType: info.DType, Shape: info.Shape, Data: data}
+	}
+	var out []checkpoint.RawTensor
+	put := func(name string, r checkpoint.RawTensor, shape ...int) {
+		r.Name = name
+		if shape != nil {
+			r.Shape = shape
+		}
+		out = append(out, r)
+	}
+	const vm = "vision_model."
+	cls := read(vm + "embeddings.class_embedding")
+	d := cls.Shape[0]
+	pos := read(vm + "embeddings.position_embedding.weight")
+	put("visual.patch_embedding.weight", read(vm+"embeddings.patch_embedding.weight"))
+	put("visual.cls_embedding", cls, 1, 1, d)
+	put("visual.pos_embedding", pos, 1, pos.Shape[0], d)
+	for _, p := range [][2]string{{"pre_layrnorm", "pre_norm"}, {"post_layernorm", "post_norm"}} {
+		put("visual."+p[1]+".weight", read(vm+p[0]+".weight"))
+		put("visual."+p[1]+".bias", read(vm+p[0]+".bias"))
+	}
+	for i := 0; ; i++ {
+		pre := fmt.Sprintf("%sencoder.layers.%d.", vm, i)
+		if _, ok := s.Lookup(pre + "layer_norm1.weight"); !ok {
+			break
+		}
+		to := fmt.Sprintf("visual.transformer.%d.", i)
+		for _, kind := range []string{"weight", "bias"} {
+			var fused checkpoint.RawTensor
+			for _, proj := range []string{"q_proj", "k_proj", "v_proj"} {
+				r := read(pre + "self_attn." + proj + "." + kind)
+				fused.DType, fused.Data = r.DType, append(fused.Data, r.Data...)
+				fused.Shape = append([]int{3 * r.Shape[0]}, r.Shape[1:]...)
+			}
+			put(to+"attn.to_qkv."+kind, fused)
+			for _, p := range [][2]string{{"layer_norm1", "norm1"}, {"self_attn.out_proj", "attn.proj"}, {"layer_norm2", "norm2"}, {"mlp.fc1", "mlp.0"}, {"mlp.fc2", "mlp.2"}} {
+				put(to+p[1]+"."+kind, read(pre+p[0]+"."+kind))
+			}
+		}
+	}
+	zeros := func(shape ...int) checkpoint.RawTensor {
+		n := 4
+		for _, v := range shape {
+			n *= v
+		}
+		return checkpoint.RawTensor{DType: dtype.F32, Shape: shape, Data: make([]byte, n)}
+	}
+	put("visual.head", zeros(d, 8))
+	put("textual.token_embedding.weight", zeros(4, 8))
+	put("log_scale", zeros())
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := torchtest.Write(filepath.Join(dst, file), out); err != nil {
+		t.Fatal(err)
+	}
+	copyConfig(t, src, dst)
 }
