@@ -166,13 +166,7 @@ func TestOriginalLayoutVAE(t *testing.T) {
 // diffusers folder does.
 func TestTorchCheckpoints(t *testing.T) {
 	dst := t.TempDir()
-	layoutFolder(t, dst, []string{TextEncoder, VAE}, func(src, dst string) {
-		if filepath.Base(src) == TextEncoder {
-			wantest.WriteTorchComponent(t, src, dst, "models_t5_umt5-xxl-enc-bf16.pth", wantest.OriginalT5Name)
-			return
-		}
-		wantest.WriteTorchComponent(t, src, dst, "Wan2.1_VAE.pth", wantest.OriginalVAEName)
-	})
+	layoutFolder(t, dst, []string{TextEncoder, VAE}, func(src, dst string) { writeTorch(t, src, dst) })
 	mustHold(t, filepath.Join(dst, TextEncoder), "token_embedding.weight", "blocks.0.ffn.gate.0.weight", "norm.weight")
 	mustHold(t, filepath.Join(dst, VAE), "decoder.upsamples.0.residual.0.gamma")
 	want := runMoE(t, "", nil, moeRequest(t))
@@ -182,6 +176,48 @@ func TestTorchCheckpoints(t *testing.T) {
 	}
 }
 
+// writeTorch writes a Wan 2.1 component as the Wan repositories ship it:
+// a .pth file in their names.
+func writeTorch(t *testing.T, src, dst string) {
+	t.Helper()
+	switch filepath.Base(src) {
+	case ImageEncoder:
+		wantest.WriteOriginalCLIP(t, src, dst, "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth")
+	case TextEncoder:
+		wantest.WriteTorchComponent(t, src, dst, "models_t5_umt5-xxl-enc-bf16.pth", wantest.OriginalT5Name)
+	case VAE:
+		wantest.WriteTorchComponent(t, src, dst, "Wan2.1_VAE.pth", wantest.OriginalVAEName)
+	default:
+		t.Fatalf("no .pth form of %s", src)
+	}
+}
+
+// caseFolder copies case c's folder into a temporary directory (its
+// inputs linked, its pipeline folder laid out with comps rewritten by
+// write) and returns the copy.
+func caseFolder(t *testing.T, c wan22Case, comps []string, write func(src, dst string)) string {
+	t.Helper()
+	dst := t.TempDir()
+	src, _ := filepath.Abs(c.dir)
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() == "pipeline" {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dst, "pipeline"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	layoutFolderOf(t, filepath.Join(src, "pipeline"), filepath.Join(dst, "pipeline"), comps, write)
+	return dst
+}
+
 // The Wan 2.1 I2V golden folder with its image encoder as the Wan
 // repositories ship it (models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth:
 // the whole CLIP in wan/modules/clip.py's names, q, k and v fused) and its
@@ -189,27 +225,7 @@ func TestTorchCheckpoints(t *testing.T) {
 // the video bit for bit as the diffusers folder does.
 func TestTorchCheckpointsImageToVideo(t *testing.T) {
 	c := wan22Cases()[2]
-	dst := t.TempDir()
-	src, _ := filepath.Abs(c.dir)
-	for _, f := range []string{"inputs.safetensors", "image.png"} {
-		if err := os.Symlink(filepath.Join(src, f), filepath.Join(dst, f)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(filepath.Join(dst, "pipeline"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	layoutFolderOf(t, filepath.Join(c.dir, "pipeline"), filepath.Join(dst, "pipeline"), []string{ImageEncoder, TextEncoder, VAE},
-		func(src, dst string) {
-			switch filepath.Base(src) {
-			case ImageEncoder:
-				wantest.WriteOriginalCLIP(t, src, dst, "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth")
-			case TextEncoder:
-				wantest.WriteTorchComponent(t, src, dst, "models_t5_umt5-xxl-enc-bf16.pth", wantest.OriginalT5Name)
-			default:
-				wantest.WriteTorchComponent(t, src, dst, "Wan2.1_VAE.pth", wantest.OriginalVAEName)
-			}
-		})
+	dst := caseFolder(t, c, []string{ImageEncoder, TextEncoder, VAE}, func(src, dst string) { writeTorch(t, src, dst) })
 	mustHold(t, filepath.Join(dst, "pipeline", ImageEncoder), "visual.transformer.0.attn.to_qkv.weight", "visual.cls_embedding", "textual.token_embedding.weight")
 	want := c.generate(t, nil)
 	c.dir = dst
@@ -225,18 +241,9 @@ func TestTorchCheckpointsImageToVideo(t *testing.T) {
 // for bit as the diffusers-layout VAE does.
 func TestOriginalLayoutVAE22(t *testing.T) {
 	c := wan22Cases()[0]
-	dst := t.TempDir()
-	src, _ := filepath.Abs(c.dir)
-	if err := os.Symlink(filepath.Join(src, "inputs.safetensors"), filepath.Join(dst, "inputs.safetensors")); err != nil {
-		t.Fatal(err)
-	}
 	// The golden VAE has one residual block a level (num_res_blocks).
 	original := wantest.OriginalVAE22Name(1)
-	if err := os.Mkdir(filepath.Join(dst, "pipeline"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	layoutFolderOf(t, filepath.Join(c.dir, "pipeline"), filepath.Join(dst, "pipeline"), []string{VAE},
-		func(src, dst string) { wantest.WriteComponent(t, src, dst, original, nil) })
+	dst := caseFolder(t, c, []string{VAE}, func(src, dst string) { wantest.WriteComponent(t, src, dst, original, nil) })
 	mustHold(t, filepath.Join(dst, "pipeline", VAE), "decoder.upsamples.0.upsamples.0.residual.0.gamma")
 	want := c.generate(t, nil)
 	c.dir = dst
