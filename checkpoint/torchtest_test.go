@@ -2,6 +2,9 @@ package checkpoint_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -37,5 +40,39 @@ func TestTorchZipRoundTrip(t *testing.T) {
 		if err := f.ReadAt(info, got); err != nil || !bytes.Equal(got, want.Data) {
 			t.Errorf("%s: %v %v, want %v", want.Name, got, err, want.Data)
 		}
+	}
+}
+
+// TestTorchShardIndex: transformers' sharded PyTorch weights
+// (pytorch_model.bin.index.json naming pytorch_model-0000N-of-00002.bin)
+// open as one set from their folder.
+func TestTorchShardIndex(t *testing.T) {
+	dir := t.TempDir()
+	shards := map[string]string{}
+	for i, name := range []string{"a.weight", "b.weight"} {
+		shard := fmt.Sprintf("pytorch_model-%05d-of-00002.bin", i+1)
+		r := checkpoint.RawTensor{Name: name, DType: dtype.F32, Shape: []int{1}, Data: []byte{0, 0, 0, byte(0x40 + i)}}
+		if err := torchtest.Write(filepath.Join(dir, shard), []checkpoint.RawTensor{r}); err != nil {
+			t.Fatal(err)
+		}
+		shards[name] = shard
+	}
+	// Written by hand: ferry's WriteIndex writes safetensors indexes only.
+	index, _ := json.Marshal(map[string]any{"metadata": map[string]int{"total_size": 8}, "weight_map": shards})
+	if err := os.WriteFile(filepath.Join(dir, "pytorch_model.bin.index.json"), index, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := checkpoint.OpenSet(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !slices.Equal(s.Names(), []string{"a.weight", "b.weight"}) || len(s.Files()) != 2 {
+		t.Fatalf("names %v in %d files, want a.weight and b.weight in 2", s.Names(), len(s.Files()))
+	}
+	info, _ := s.Lookup("b.weight")
+	got := make([]byte, 4)
+	if err := s.ReadAt(info, got); err != nil || got[3] != 0x41 {
+		t.Errorf("b.weight reads %v (%v), want its shard's bytes", got, err)
 	}
 }
