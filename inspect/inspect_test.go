@@ -2,11 +2,13 @@ package inspect
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"ferry/dtype"
+	"ferry/model/wan/wantest"
 	"ferry/synth"
 )
 
@@ -129,5 +131,52 @@ func TestBuiltin(t *testing.T) {
 	}
 	if !strings.HasPrefix(m.LargestBlock, "transformer.blocks.") && !strings.HasPrefix(m.LargestBlock, "text_encoder.block.") {
 		t.Errorf("largest block %s", m.LargestBlock)
+	}
+}
+
+// TestTorchCheckpointsComplete: the Wan 2.1 I2V golden folder with its
+// image encoder, text encoder and VAE as the Wan repositories' .pth files
+// (their own names) checks complete: every weight found, none unexpected.
+func TestTorchCheckpointsComplete(t *testing.T) {
+	src, _ := filepath.Abs(filepath.Join("..", "pipeline", "wan", "testdata", "wan21_i2v_pipeline", "pipeline"))
+	dst := t.TempDir()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		switch e.Name() {
+		case "image_encoder":
+			wantest.WriteOriginalCLIP(t, from, to, "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth")
+		case "text_encoder":
+			wantest.WriteTorchComponent(t, from, to, "models_t5_umt5-xxl-enc-bf16.pth", wantest.OriginalT5Name)
+		case "vae":
+			wantest.WriteTorchComponent(t, from, to, "Wan2.1_VAE.pth", wantest.OriginalVAEName)
+		default:
+			if err := os.Symlink(from, to); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	m, err := Folder(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, c := range m.Components {
+		switch c.Name {
+		case "image_encoder", "text_encoder", "vae":
+			checked++
+			if !c.Known || c.Params == 0 || len(c.Missing) > 0 || len(c.Unexpected) > 0 {
+				t.Errorf("%s: known %v, %d params, missing %v, unexpected %v", c.Name, c.Known, c.Params, c.Missing, c.Unexpected)
+			}
+		}
+	}
+	if checked != 3 {
+		t.Errorf("%d of the three rewritten components listed", checked)
+	}
+	if !m.Complete {
+		t.Error("the .pth folder does not check complete")
 	}
 }
