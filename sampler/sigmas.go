@@ -18,32 +18,53 @@ const karrasRho = 7.0
 // uses for beta sigmas (its _convert_to_beta defaults).
 const betaAlpha, betaBeta = 0.6, 0.6
 
-// reshapeSigmas applies the config's reshaping, if any, to the shifted
-// sigmas (n values, largest first), between their ends or the config's
-// sigma_max and sigma_min.
-func (c FlowMatchEulerConfig) reshapeSigmas(sigmas []float64) ([]float64, error) {
-	if len(sigmas) == 0 {
-		return sigmas, nil
+// respacing is the sigma respacing both schedulers offer
+// (use_karras_sigmas, use_exponential_sigmas, use_beta_sigmas): n sigmas
+// between a schedule's largest and smallest sigma, or the config's
+// sigma_max and sigma_min where it sets them.
+type respacing struct {
+	karras, exponential, beta bool
+	min, max                  *float64
+}
+
+func (r respacing) on() bool { return r.karras || r.exponential || r.beta }
+
+// apply returns n sigmas from hi down to lo, respaced.
+func (r respacing) apply(hi, lo float64, n int) ([]float64, error) {
+	if r.max != nil {
+		hi = *r.max
 	}
-	hi, lo, n := sigmas[0], sigmas[len(sigmas)-1], len(sigmas)
-	if c.SigmaMax != nil {
-		hi = *c.SigmaMax
-	}
-	if c.SigmaMin != nil {
-		lo = *c.SigmaMin
+	if r.min != nil {
+		lo = *r.min
 	}
 	switch {
-	case c.UseKarrasSigmas:
+	case r.karras:
 		return karrasSigmas(hi, lo, n), nil
-	case c.UseExponentialSigmas:
+	case r.exponential:
 		if !(lo > 0) {
 			return nil, fmt.Errorf("sampler: use_exponential_sigmas needs a positive last sigma (it takes its log), got %v", lo)
 		}
 		return exponentialSigmas(hi, lo, n), nil
-	case c.UseBetaSigmas:
-		return betaSigmas(hi, lo, n), nil
 	}
-	return sigmas, nil
+	return betaSigmas(hi, lo, n), nil
+}
+
+func (c FlowMatchEulerConfig) respacing() respacing {
+	return respacing{c.UseKarrasSigmas, c.UseExponentialSigmas, c.UseBetaSigmas, c.SigmaMin, c.SigmaMax}
+}
+
+func (c UniPCConfig) respacing() respacing {
+	return respacing{c.UseKarrasSigmas, c.UseExponentialSigmas, c.UseBetaSigmas, c.SigmaMin, c.SigmaMax}
+}
+
+// reshapeSigmas applies the config's respacing, if any, to the shifted
+// sigmas (largest first).
+func (c FlowMatchEulerConfig) reshapeSigmas(sigmas []float64) ([]float64, error) {
+	r := c.respacing()
+	if len(sigmas) == 0 || !r.on() {
+		return sigmas, nil
+	}
+	return r.apply(sigmas[0], sigmas[len(sigmas)-1], len(sigmas))
 }
 
 // karrasSigmas spaces n sigmas evenly in sigma^(1/rho) from hi to lo.

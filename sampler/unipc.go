@@ -165,8 +165,9 @@ func (u *UniPC) trainedSchedule(n int, opts ScheduleOptions) ([]float32, []int64
 	case n < 1:
 		return nil, nil, fmt.Errorf("sampler: number of inference steps must be positive, got %d", n)
 	}
-	timesteps := c.spacedTimesteps(n)
-	if !c.UseKarrasSigmas && !c.UseExponentialSigmas && !c.UseBetaSigmas {
+	r := c.respacing()
+	if !r.on() {
+		timesteps := c.spacedTimesteps(n)
 		sigmas := sigmasAt(u.train, timesteps)
 		last := 0.0
 		if c.FinalSigmasType == "sigma_min" {
@@ -174,29 +175,9 @@ func (u *UniPC) trainedSchedule(n int, opts ScheduleOptions) ([]float32, []int64
 		}
 		return toFloat32(append(sigmas, last)), timesteps, nil
 	}
-	sigmas, timesteps := u.respaced(n)
-	return u.withLast(sigmas), timesteps, nil
-}
-
-// respaced returns the Karras, exponential or beta sigmas between the
-// training sigmas' ends (or sigma_max and sigma_min) and their timesteps.
-func (u *UniPC) respaced(n int) ([]float64, []int64) {
-	c := u.cfg
-	hi, lo := float64(u.train[len(u.train)-1]), float64(u.train[0])
-	if c.SigmaMax != nil {
-		hi = *c.SigmaMax
-	}
-	if c.SigmaMin != nil {
-		lo = *c.SigmaMin
-	}
-	var sigmas []float64
-	switch {
-	case c.UseKarrasSigmas:
-		sigmas = karrasSigmas(hi, lo, n)
-	case c.UseExponentialSigmas:
-		sigmas = exponentialSigmas(hi, lo, n)
-	default:
-		sigmas = betaSigmas(hi, lo, n)
+	sigmas, err := r.apply(float64(u.train[len(u.train)-1]), float64(u.train[0]), n)
+	if err != nil {
+		return nil, nil, err
 	}
 	logs := logSigmas(u.train)
 	nt := float64(c.NumTrainTimesteps)
@@ -207,13 +188,13 @@ func (u *UniPC) respaced(n int) ([]float64, []int64) {
 			s = s / (s + 1)
 			sigmas[i] = s
 			timesteps[i] = int64(s * nt)
-		case c.UseKarrasSigmas:
+		case r.karras:
 			timesteps[i] = int64(math.RoundToEven(sigmaToT(s, logs)))
 		default:
 			timesteps[i] = int64(sigmaToT(s, logs))
 		}
 	}
-	return sigmas, timesteps
+	return u.withLast(sigmas), timesteps, nil
 }
 
 // withLast appends the final sigma (0, or the last one for sigma_min) and
