@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"archive/zip"
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math"
@@ -12,8 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"ferry/dtype"
 )
 
 // torchExpected is testdata/torchzip/expected.json, written by make.py
@@ -35,30 +32,6 @@ func readTorchExpected(t *testing.T) map[string]torchExpected {
 		t.Fatal(err)
 	}
 	return exp
-}
-
-// values decodes a tensor's bytes to float64.
-func values(t *testing.T, d dtype.DType, b []byte) []float64 {
-	t.Helper()
-	var out []float64
-	for i := 0; i < len(b); i += d.Size() {
-		e := b[i : i+d.Size()]
-		switch d {
-		case dtype.F32:
-			out = append(out, float64(math.Float32frombits(binary.LittleEndian.Uint32(e))))
-		case dtype.F16:
-			out = append(out, float64(dtype.F16ToF32(binary.LittleEndian.Uint16(e))))
-		case dtype.BF16:
-			out = append(out, float64(dtype.BF16ToF32(binary.LittleEndian.Uint16(e))))
-		case dtype.I64:
-			out = append(out, float64(int64(binary.LittleEndian.Uint64(e))))
-		case dtype.F64:
-			out = append(out, math.Float64frombits(binary.LittleEndian.Uint64(e)))
-		default:
-			t.Fatalf("dtype %s not decoded here", d)
-		}
-	}
-	return out
 }
 
 // TestTorchZipReadsStateDicts opens the checkpoints make.py wrote as
@@ -113,7 +86,11 @@ func TestTorchZipReadsStateDicts(t *testing.T) {
 				if !bytes.Equal(buf, mapped) {
 					t.Errorf("%s: pread and mmap differ", name)
 				}
-				if got := values(t, info.DType, buf); !slices.EqualFunc(got, vals, func(a, b float64) bool { return a == b || math.Abs(a-b) < 1e-7*math.Abs(b) }) {
+				got, err := f.ReadF32(info)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if !slices.EqualFunc(got, vals, func(a float32, b float64) bool { return float64(a) == b || math.Abs(float64(a)-b) < 1e-7*math.Abs(b) }) {
 					t.Errorf("%s: values %v, want %v", name, got, vals)
 				}
 			}
