@@ -251,19 +251,10 @@ func (h *header) locate(name string, dataStart, dataLen int64) error {
 		t.File = name
 		t.Offset += dataStart
 	}
-	slices.SortFunc(h.tensors, func(a, b TensorInfo) int {
-		if a.Offset != b.Offset {
-			return cmpInt64(a.Offset, b.Offset)
-		}
-		if a.Size != b.Size {
-			return cmpInt64(a.Size, b.Size)
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	h.order()
 	var prev *TensorInfo
 	for i := range h.tensors {
 		t := &h.tensors[i]
-		h.index[t.Name] = i
 		if t.Size == 0 {
 			continue // empty tensors occupy no bytes and may share an offset
 		}
@@ -273,6 +264,26 @@ func (h *header) locate(name string, dataStart, dataLen int64) error {
 		prev = t
 	}
 	return nil
+}
+
+// order sorts the tensors in file order (offset, then size, then name)
+// and indexes them by name.
+func (h *header) order() {
+	slices.SortFunc(h.tensors, func(a, b TensorInfo) int {
+		if a.Offset != b.Offset {
+			return cmpInt64(a.Offset, b.Offset)
+		}
+		if a.Size != b.Size {
+			return cmpInt64(a.Size, b.Size)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if h.index == nil {
+		h.index = make(map[string]int, len(h.tensors))
+	}
+	for i, t := range h.tensors {
+		h.index[t.Name] = i
+	}
 }
 
 func cmpInt64(a, b int64) int {

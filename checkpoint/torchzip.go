@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"slices"
 	"strings"
 
 	"ferry/dtype"
@@ -74,7 +73,7 @@ func parseTorchZip(name string, r io.ReaderAt, size int64) (*header, error) {
 	if err != nil {
 		return nil, formatErr(name, "%v", err)
 	}
-	h := &header{index: map[string]int{}}
+	h := &header{}
 	for i, k := range dict.keys {
 		t, ok := dict.vals[i].(tensorRef)
 		if !ok {
@@ -90,15 +89,7 @@ func parseTorchZip(name string, r io.ReaderAt, size int64) (*header, error) {
 		}
 		h.tensors = append(h.tensors, info)
 	}
-	slices.SortFunc(h.tensors, func(a, b TensorInfo) int {
-		if a.Offset != b.Offset {
-			return cmpInt64(a.Offset, b.Offset)
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	for i, t := range h.tensors {
-		h.index[t.Name] = i
-	}
+	h.order() // no overlap check: tied weights share one storage
 	return h, nil
 }
 
