@@ -107,40 +107,47 @@ func findWeights(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find weights: %w", err)
 	}
-	var indexes, singles, torchIndexes, torchSingles []string
+	found := make([][]string, len(weightKinds))
 	for _, e := range entries {
-		n := e.Name()
-		switch {
-		case e.IsDir():
-		case strings.HasSuffix(n, indexSuffix):
-			indexes = append(indexes, n)
-		case strings.HasSuffix(n, ".safetensors"):
-			singles = append(singles, n)
-		case strings.HasSuffix(n, torchIndexSuffix):
-			torchIndexes = append(torchIndexes, n)
-		case isTorchName(n):
-			torchSingles = append(torchSingles, n)
+		if e.IsDir() {
+			continue
+		}
+		if k := slices.IndexFunc(weightKinds, func(k weightKind) bool { return k.match(e.Name()) }); k >= 0 {
+			found[k] = append(found[k], e.Name())
 		}
 	}
-	switch {
-	case len(indexes) == 1:
-		return filepath.Join(dir, indexes[0]), nil
-	case len(indexes) > 1:
-		return "", &FormatError{File: dir, Reason: fmt.Sprintf("several weight indexes (%s): open one by name", strings.Join(indexes, ", "))}
-	case len(singles) == 1:
-		return filepath.Join(dir, singles[0]), nil
-	case len(singles) > 1:
-		return "", &FormatError{File: dir, Reason: fmt.Sprintf("%d .safetensors files and no *%s to say how they go together", len(singles), indexSuffix)}
-	case len(torchIndexes) == 1:
-		return filepath.Join(dir, torchIndexes[0]), nil
-	case len(torchIndexes) > 1:
-		return "", &FormatError{File: dir, Reason: fmt.Sprintf("several weight indexes (%s): open one by name", strings.Join(torchIndexes, ", "))}
-	case len(torchSingles) == 1:
-		return filepath.Join(dir, torchSingles[0]), nil
-	case len(torchSingles) > 1:
-		return "", &FormatError{File: dir, Reason: fmt.Sprintf("several PyTorch checkpoints (%s) and no *%s to say how they go together: open one by name", strings.Join(torchSingles, ", "), torchIndexSuffix)}
+	for k, names := range found {
+		switch {
+		case len(names) == 1:
+			return filepath.Join(dir, names[0]), nil
+		case len(names) > 1:
+			return "", &FormatError{File: dir, Reason: weightKinds[k].several(names)}
+		}
 	}
 	return "", &FormatError{File: dir, Reason: "no weights (looked for " + strings.Join(conventionalWeights, ", ") + ", or one .safetensors, .bin, .pth, .pt or .ckpt file)", Err: fs.ErrNotExist}
+}
+
+// weightKind is a kind of file a folder's weights may be in, and what
+// findWeights says of a folder holding several of it.
+type weightKind struct {
+	match   func(name string) bool
+	several func(names []string) string
+}
+
+// weightKinds are in the order findWeights prefers them.
+var weightKinds = []weightKind{
+	{func(n string) bool { return strings.HasSuffix(n, indexSuffix) }, severalIndexes},
+	{func(n string) bool { return strings.HasSuffix(n, ".safetensors") }, func(names []string) string {
+		return fmt.Sprintf("%d .safetensors files and no *%s to say how they go together", len(names), indexSuffix)
+	}},
+	{func(n string) bool { return strings.HasSuffix(n, torchIndexSuffix) }, severalIndexes},
+	{isTorchName, func(names []string) string {
+		return fmt.Sprintf("several PyTorch checkpoints (%s) and no *%s to say how they go together: open one by name", strings.Join(names, ", "), torchIndexSuffix)
+	}},
+}
+
+func severalIndexes(names []string) string {
+	return fmt.Sprintf("several weight indexes (%s): open one by name", strings.Join(names, ", "))
 }
 
 // shardIndex is the content of a *.safetensors.index.json.
