@@ -1,11 +1,11 @@
 package checkpoint
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	"ferry/dtype"
 )
@@ -417,7 +417,7 @@ func (u *unpickler) get(op byte) error {
 func (u *unpickler) global() error {
 	var parts [2]string
 	for i := range parts {
-		end := strings.IndexByte(string(u.data[u.pos:min(len(u.data), u.pos+1024)]), '\n')
+		end := bytes.IndexByte(u.data[u.pos:min(len(u.data), u.pos+1024)], '\n')
 		if end < 0 {
 			return errors.New("GLOBAL name not terminated")
 		}

@@ -135,6 +135,22 @@ func copyConfig(t *testing.T, src, dst string) {
 	}
 }
 
+// t5Parts maps a transformers UMT5 layer's names (after
+// "encoder.block.N.") to wan/modules/t5.py's (after "blocks.N."), written
+// independently of model/umt5's mapping so the test checks it.
+var t5Parts = map[string]string{
+	"layer.0.layer_norm.weight":                            "norm1.weight",
+	"layer.0.SelfAttention.q.weight":                       "attn.q.weight",
+	"layer.0.SelfAttention.k.weight":                       "attn.k.weight",
+	"layer.0.SelfAttention.v.weight":                       "attn.v.weight",
+	"layer.0.SelfAttention.o.weight":                       "attn.o.weight",
+	"layer.0.SelfAttention.relative_attention_bias.weight": "pos_embedding.embedding.weight",
+	"layer.1.layer_norm.weight":                            "norm2.weight",
+	"layer.1.DenseReluDense.wi_0.weight":                   "ffn.gate.0.weight",
+	"layer.1.DenseReluDense.wi_1.weight":                   "ffn.fc1.weight",
+	"layer.1.DenseReluDense.wo.weight":                     "ffn.fc2.weight",
+}
+
 // OriginalT5Name is wan/modules/t5.py's name for a transformers UMT5
 // encoder name (the layout of models_t5_umt5-xxl-enc-bf16.pth).
 func OriginalT5Name(n string) string {
@@ -149,21 +165,8 @@ func OriginalT5Name(n string) string {
 		return n
 	}
 	idx, tail, _ := strings.Cut(rest, ".")
-	for from, to := range map[string]string{
-		"layer.0.layer_norm.weight":                            "norm1.weight",
-		"layer.0.SelfAttention.q.weight":                       "attn.q.weight",
-		"layer.0.SelfAttention.k.weight":                       "attn.k.weight",
-		"layer.0.SelfAttention.v.weight":                       "attn.v.weight",
-		"layer.0.SelfAttention.o.weight":                       "attn.o.weight",
-		"layer.0.SelfAttention.relative_attention_bias.weight": "pos_embedding.embedding.weight",
-		"layer.1.layer_norm.weight":                            "norm2.weight",
-		"layer.1.DenseReluDense.wi_0.weight":                   "ffn.gate.0.weight",
-		"layer.1.DenseReluDense.wi_1.weight":                   "ffn.fc1.weight",
-		"layer.1.DenseReluDense.wo.weight":                     "ffn.fc2.weight",
-	} {
-		if tail == from {
-			return "blocks." + idx + "." + to
-		}
+	if to, ok := t5Parts[tail]; ok {
+		return "blocks." + idx + "." + to
 	}
 	return n
 }
