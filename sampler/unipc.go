@@ -305,9 +305,9 @@ func (u *UniPC) Reset() {
 }
 
 // Step runs one UniPC step: convert the model output to x0 (or to the
-// noise, without predict_x0), correct the
-// sample with UniC (from the second step on), then predict the next sample
-// with UniP. The result overwrites sample.
+// noise, without predict_x0), correct the sample with UniC (from the
+// second step on), then predict the next sample with UniP. The result
+// overwrites sample.
 func (u *UniPC) Step(modelOutput, sample []float32) error {
 	if err := u.checkStep(modelOutput, sample); err != nil {
 		return err
@@ -467,17 +467,16 @@ func (u *UniPC) coefficients(t, s0, order int) bhCoeffs {
 		factorial *= i + 1
 		hPhiK = r32(r32(hPhiK/hh) - r32(1/float64(factorial)))
 	}
+	// On x0 the sample keeps sigma_t / sigma_s0 of itself and alpha_t
+	// weighs the rest; on the noise the two swap roles.
+	keep, keepS0, weigh := sigmaT, sigmaS0, alphaT
 	if !u.cfg.PredictX0 {
-		return bhCoeffs{
-			xScale:   alphaT / alphaS0,
-			m0Scale:  float32(float64(sigmaT) * hPhi1),
-			resScale: float32(float64(sigmaT) * bh),
-		}
+		keep, keepS0, weigh = alphaT, alphaS0, sigmaT
 	}
 	return bhCoeffs{
-		xScale:   sigmaT / sigmaS0,
-		m0Scale:  float32(float64(alphaT) * hPhi1),
-		resScale: float32(float64(alphaT) * bh),
+		xScale:   keep / keepS0,
+		m0Scale:  float32(float64(weigh) * hPhi1),
+		resScale: float32(float64(weigh) * bh),
 	}
 }
 
