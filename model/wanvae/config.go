@@ -308,28 +308,23 @@ func (c Config) TemporalScale() int {
 // EncodedFrames is the number of latent frames Encode makes of f frames:
 // the first frame alone gives one; each later chunk of four (diffusers
 // chunks by four whatever the temporal scale) passes every temporal
-// downsampling's causal stride-2 convolution over its cached last frame
-// and itself, n frames becoming (n+1-3)//2+1.
+// downsampling's causal stride-2 convolution (kernel 3) over its cached
+// last frame and itself, n frames becoming (n+1-3)//2+1.
 func (c Config) EncodedFrames(f int) int {
 	if f <= 0 {
 		return 0
 	}
 	n := encodeChunk
 	for _, down := range c.TemperalDownsample {
-		if down {
-			n = floorDiv(n-2, 2) + 1
+		switch {
+		case !down:
+		case n < 2: // a convolution of kernel 3 over n+1 < 3 frames
+			n = 0
+		default:
+			n = (n-2)/2 + 1
 		}
 	}
-	return 1 + max(n, 0)*(encodeChunks(f)-1)
-}
-
-// floorDiv is Python's //.
-func floorDiv(a, b int) int {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
+	return 1 + n*(encodeChunks(f)-1)
 }
 
 // DecodedFrames is the number of frames Decode makes of t latent frames.
