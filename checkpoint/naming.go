@@ -97,7 +97,7 @@ func mapped(n Naming, t TensorInfo) ([]TensorInfo, error) {
 	if len(t.Shape) > 0 {
 		rows, rowElems = t.Shape[0], t.Elements()/max(int64(t.Shape[0]), 1)
 	}
-	esize := t.Size / max(t.Elements(), 1)
+	esize := int64(t.DType.Size())
 	out := make([]TensorInfo, 0, len(views))
 	for _, v := range views {
 		elems := int64(1)
