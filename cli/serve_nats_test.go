@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ferry/server/natsq/natstest"
 )
 
 func TestServeNATSFlagErrors(t *testing.T) {
@@ -63,11 +65,12 @@ func freePort(t *testing.T) int {
 func serveNode(t *testing.T, args ...string) string {
 	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	data := natstest.StoreDir(t) // removed after the node stops
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	errb := &syncBuffer{}
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--listen", addr, "--data-dir", t.TempDir()}, args...), io.Discard, errb)
+		done <- run(ctx, append([]string{"serve", "--listen", addr, "--data-dir", data}, args...), io.Discard, errb)
 	}()
 	t.Cleanup(func() {
 		cancel()

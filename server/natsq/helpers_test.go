@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"ferry/server/natsq/natstest"
 	"ferry/server/queue"
 )
 
@@ -40,7 +41,7 @@ func fastConfig() Config {
 // startServer runs an embedded server listening on a free loopback port.
 func startServer(t *testing.T) *Embedded {
 	t.Helper()
-	emb, err := StartEmbedded(EmbeddedOptions{StoreDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	emb, err := StartEmbedded(EmbeddedOptions{StoreDir: natstest.StoreDir(t), Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

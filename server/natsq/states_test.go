@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"ferry/server/natsq/natstest"
 	"ferry/server/queue"
 )
 
@@ -15,7 +16,7 @@ import (
 // at all (the `--nats embedded` single-process case).
 func openInProcess(t *testing.T, cfg Config) *Queue {
 	t.Helper()
-	q, err := OpenEmbedded(context.Background(), EmbeddedOptions{StoreDir: t.TempDir()}, cfg)
+	q, err := OpenEmbedded(context.Background(), EmbeddedOptions{StoreDir: natstest.StoreDir(t)}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +317,7 @@ func TestInputsRoundTrip(t *testing.T) {
 // "interrupted" past the bound; the store on disk survives the restart.
 func TestReplayAfterRestart(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := natstest.StoreDir(t)
 	cfg := fastConfig()
 	cfg.Worker = "node-1"
 	open := func() *Queue {
