@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"ferry/backend/cpu"
@@ -45,6 +46,8 @@ type Runtime struct {
 	// (NewRequest): Measure reports what the request added.
 	copiedBefore residency.Stats
 	steps        []time.Duration
+	// meters follow the device's and the host's reserved bytes (Join).
+	meters atomic.Pointer[[2]*Meter]
 }
 
 // Options tune a runtime beyond the budget and plan.
@@ -141,8 +144,8 @@ func NewRuntime(b Budget, plan *residency.Plan, opt Options) (*Runtime, error) {
 		rt.Device.SmallPagesFirst(cpu.FragmentedFree)
 		rt.Host.SmallPagesFirst(cpu.FragmentedFree)
 	}
-	rt.Device.Observe(counter(rt.Trace, "device"))
-	rt.Host.Observe(counter(rt.Trace, "host"))
+	rt.Device.Observe(rt.counter("device", rt.Device, 0))
+	rt.Host.Observe(rt.counter("host", rt.Host, 1))
 	be, hostBe := cpu.New(rt.Device, g), cpu.New(rt.Host, g)
 	matrix := dtype.F32
 	if opt.ComputeDType == dtype.BF16 {
@@ -171,13 +174,18 @@ func NewRuntime(b Budget, plan *residency.Plan, opt Options) (*Runtime, error) {
 	return rt, nil
 }
 
-// counter feeds a device's allocated and reserved bytes into the trace.
-func counter(rec *trace.Recorder, name string) func(cpu.AllocEvent) {
+// counter feeds a device's allocated and reserved bytes into the trace,
+// and its reserved bytes into the meter at index meter of those rt joined.
+func (rt *Runtime) counter(name string, d *cpu.Device, meter int) func(cpu.AllocEvent) {
+	rec := rt.Trace
 	rec.SetResolution(name+" allocated", 1<<20)
 	rec.SetResolution(name+" reserved", 1<<20)
 	return func(ev cpu.AllocEvent) {
 		rec.Count(name+" allocated", ev.Stats.Allocated)
 		rec.Count(name+" reserved", ev.Stats.Reserved)
+		if ms := rt.meters.Load(); ms != nil && ms[meter] != nil {
+			ms[meter].set(d, ev.Stats.Reserved)
+		}
 	}
 }
 

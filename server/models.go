@@ -533,6 +533,17 @@ func (ms *models) residentBytes(skip *model) (dev, host int64) {
 	return dev, host + ms.prompts.bytes()
 }
 
+// jobRoom is what the server's budgets leave to a job on m beside every
+// other model's and shared component's resident bytes, or b's where the
+// server has none: the cap on the sum of the job's runtimes' reserved
+// bytes.
+func (ms *models) jobRoom(m *model, b pipeline.Budget) pipeline.Budget {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	dev, host := ms.residentBytes(m)
+	return ms.room(b, dev, host)
+}
+
 // makeRoom demotes other models' idle blocks, tier by tier, until m's
 // predicted peaks fit beside what stays resident: device copies first
 // (those with a host copy come back cheapest), then host copies. Blocks

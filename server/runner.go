@@ -382,20 +382,25 @@ func (s *Server) generate(ctx context.Context, run *jobRun, m *model, sp spec, p
 		m.ctx.use(nil, nil)
 		m.runPipe.OnStep, m.runPipe.OnFrame = nil, nil
 	}()
-	rt.NewRequest()
-	for _, o := range others {
-		o.NewRequest()
+	// A job that runs in shared components' runtimes besides m's stays
+	// within its budgets across them all, and its peaks are those of the
+	// sum (reserved bytes, as predicted: what the budgets cap).
+	rts := append([]*pipeline.Runtime{rt}, others...)
+	if len(others) > 0 {
+		defer pipeline.Cap(s.models.jobRoom(m, rt.Budget), rts...)()
+	}
+	devPeak, hostPeak := pipeline.NewMeter(), pipeline.NewMeter()
+	for _, r := range rts {
+		r.NewRequest()
+		r.Join(devPeak, hostPeak)
+		defer r.Join(nil, nil)
 	}
 	req := wanRequest(sp)
 	out, err := m.runPipe.Generate(rt, req, false)
 	job := rt.Measure()
-	// Reserved, as predicted: what the device budget caps. A shared
-	// component's peak adds to m's (an upper bound of their joint peak).
-	peaks := queue.Peaks{DeviceBytes: job.PeakDeviceReservedBytes, HostBytes: job.PeakHostBytes,
+	peaks := queue.Peaks{DeviceBytes: devPeak.Peak(), HostBytes: hostPeak.Peak(),
 		Plan: planLabel(rt.Plan, m.prof.ComponentNames()), Warm: m.warm, DiskBytes: job.BytesReadDisk}
 	for _, o := range others {
-		peaks.DeviceBytes += o.Device.Stats().PeakReserved
-		peaks.HostBytes += o.Host.Stats().PeakReserved
 		peaks.DiskBytes += o.Measure().BytesReadDisk
 	}
 	if err != nil {

@@ -26,6 +26,8 @@ type Device struct {
 	// fragments, when set, reads the kernel's fragmented free memory
 	// (SmallPagesFirst).
 	fragments func() int64
+	// pool, when set, caps d's reserved bytes with other devices' (Pool).
+	pool *Pool
 }
 
 // AllocEvent reports one allocation or free to an observer (traces).
@@ -41,7 +43,7 @@ type AllocEvent struct {
 func NewDevice(capacity int64) *Device {
 	d := &Device{name: "cpu"}
 	d.stats.Capacity = capacity
-	d.arena = arena.Arena{Capacity: capacity, Map: d.mapSegment, Unmap: func(s *arena.Segment) { unmap(s.Mem.([]byte)) }}
+	d.arena = arena.Arena{Capacity: capacity, Map: d.poolMap, Unmap: d.poolUnmap}
 	return d
 }
 
@@ -109,10 +111,14 @@ func (d *Device) Alloc(n int64, tag string) (*tensor.Buffer, error) {
 			return buf, nil
 		}
 		d.mu.Lock()
-		reclaimers := d.reclaimers
+		reclaimers, pool := d.reclaimers, d.pool
 		d.mu.Unlock()
 		if !errors.Is(err, arena.ErrFull) {
 			return nil, fmt.Errorf("cpu: allocate %d bytes for %s: %w", n, tag, err)
+		}
+		// The pool's cached empty segments go before any weights do.
+		if pool != nil && pool.releaseEmpty() {
+			continue
 		}
 		freed := false
 		for _, r := range reclaimers {
@@ -184,8 +190,12 @@ func (d *Device) notify(alloc bool, tag string, n int64) {
 // EmptyCache gives every unused segment back to the system.
 func (d *Device) EmptyCache() {
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	before := d.arena.Reserved
 	d.arena.ReleaseEmpty()
-	d.mu.Unlock()
+	if d.arena.Reserved != before {
+		d.notify(false, "empty cache", 0)
+	}
 }
 
 // Stats reports the counters.
