@@ -152,7 +152,12 @@ func (d *Device) tryAlloc(n, size int64, tag string) (*tensor.Buffer, *tensor.OO
 	defer d.mu.Unlock()
 	b, err := d.arena.Alloc(size)
 	if err != nil {
-		return nil, &tensor.OOMError{Device: d.name, Tag: tag, Requested: n, Allocated: d.arena.Allocated, Reserved: d.arena.Reserved, Capacity: d.arena.Capacity}, err
+		oom := &tensor.OOMError{Device: d.name, Tag: tag, Requested: n, Allocated: d.arena.Allocated, Reserved: d.arena.Reserved, Capacity: d.arena.Capacity}
+		if p := d.pool; p != nil && p.limit > 0 && p.Used()+size > p.limit {
+			// The pool's cap refused: its sum and limit say why.
+			oom.Reserved, oom.Capacity = p.Used(), p.limit
+		}
+		return nil, oom, err
 	}
 	d.stats.Allocs++
 	mem := b.Seg.Mem.([]byte)

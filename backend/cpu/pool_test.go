@@ -10,8 +10,8 @@ import (
 // TestPoolCapsTheSum: two devices in a pool of 6 MiB reserve at most that
 // together; a segment the pool has no room for takes the cached empty
 // segments of either member first, and fails with out of memory only when
-// the live bytes leave no room. After Leave, the devices' own capacities
-// rule again.
+// the live bytes leave no room, saying the pool's figures. After Leave,
+// the devices' segments no longer count.
 func TestPoolCapsTheSum(t *testing.T) {
 	const mib = 1 << 20
 	a, b := NewDevice(0), NewDevice(0)
@@ -42,8 +42,10 @@ func TestPoolCapsTheSum(t *testing.T) {
 		t.Fatalf("reserved %d in all (pool %d), past the pool's 6 MiB", sum, p.Used())
 	}
 	// Live bytes leave no room: out of memory, and nothing past the cap.
-	if _, err := b.Alloc(2*mib, "too much"); !errors.Is(err, tensor.ErrOutOfMemory) {
-		t.Fatalf("an allocation past the pool: %v, want out of memory", err)
+	_, err = b.Alloc(2*mib, "too much")
+	var oom *tensor.OOMError
+	if !errors.Is(err, tensor.ErrOutOfMemory) || !errors.As(err, &oom) || oom.Capacity != 6*mib || oom.Reserved != 5*mib {
+		t.Fatalf("an allocation past the pool: %v, want out of memory at the pool's 5 of 6 MiB", err)
 	}
 	if sum := a.Stats().Reserved + b.Stats().Reserved; sum > 6*mib {
 		t.Fatalf("reserved %d in all after a refusal", sum)
@@ -56,6 +58,7 @@ func TestPoolCapsTheSum(t *testing.T) {
 		t.Fatalf("after Leave: %v", err)
 	}
 	b.Free(y)
+	b.EmptyCache()
 	if p.Used() != 5*mib {
 		t.Errorf("the pool counted %d after Leave, want the 5 MiB it had", p.Used())
 	}
