@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"ferry/backend/cpu"
+	"ferry/backend/cpu/gemm"
 	"ferry/hwprofile"
 )
 
@@ -129,13 +130,14 @@ var hardwareNoteOnce sync.Once
 
 // noteHardware prints to stderr, once per process, the hardware profile's
 // note (hwprofile.LoadOrDefault's one line on a profile it set aside or
-// cannot place) and a FERRY_CPU value the CPU backend ignored.
+// cannot place), a FERRY_CPU value the CPU backend ignored and a FERRY_GEMM
+// the GEMM selection could not honour.
 func noteHardware(p hwprofile.Profile) { writeHardwareNote(os.Stderr, p, &hardwareNoteOnce) }
 
 // writeHardwareNote is noteHardware to w, once per once.
 func writeHardwareNote(w io.Writer, p hwprofile.Profile, once *sync.Once) {
 	once.Do(func() {
-		for _, s := range []string{cpu.ISAWarning(), p.Note} {
+		for _, s := range []string{cpu.ISAWarning(), gemm.EnvWarning(), p.Note} {
 			if s != "" {
 				fmt.Fprintf(w, "ferry: note: %s\n", s)
 			}

@@ -238,14 +238,16 @@ func TestSelect(t *testing.T) {
 	_, blasErr := gemm.OpenBLAS()
 	tests := []struct {
 		env, want string
+		warning   string // what EnvWarning says ("": nothing)
 	}{
-		{"go", "go"}, {"naive", "naive"}, {"", "go"}, {"openblas", "go"}, {"bogus", "go"},
+		{"go", "go", ""}, {"naive", "naive", ""}, {"", "go", ""},
+		{"openblas", "go", "FERRY_GEMM=openblas make deps"}, {"bogus", "go", `unknown implementation "bogus"`},
 	}
 	// The default is go with the AVX-512 or AVX2 kernel, else OpenBLAS
 	// when it loads; an unloadable or unknown name falls back to the
-	// default.
+	// default, and EnvWarning says so.
 	if blasErr == nil {
-		tests[3].want = "openblas"
+		tests[3].want, tests[3].warning = "openblas", ""
 		if k := gemm.DefaultGo().Kernel(); k != "avx512" && k != "avx2" {
 			tests[2].want, tests[4].want = "openblas", "openblas"
 		}
@@ -255,6 +257,10 @@ func TestSelect(t *testing.T) {
 			t.Setenv("FERRY_GEMM", tt.env)
 			if got := gemm.Best().Name(); got != tt.want {
 				t.Errorf("Best() = %s, want %s", got, tt.want)
+			}
+			w := gemm.EnvWarning()
+			if tt.warning == "" && w != "" || !strings.Contains(w, tt.warning) || tt.warning != "" && !strings.Contains(w, "running "+tt.want+" instead") {
+				t.Errorf("EnvWarning() = %q, want one line with %q naming the fallback %s", w, tt.warning, tt.want)
 			}
 		})
 	}

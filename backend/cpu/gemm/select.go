@@ -58,6 +58,25 @@ func Select(name string) (Impl, error) {
 	return nil, fmt.Errorf("gemm: unknown implementation %q (want openblas, go or naive)", name)
 }
 
+// EnvWarning is the one line to show when FERRY_GEMM names an
+// implementation that is unknown or does not load, so that Best runs the
+// default instead ("" otherwise).
+func EnvWarning() string {
+	name := os.Getenv("FERRY_GEMM")
+	if name == "" {
+		return ""
+	}
+	_, err := Select(name)
+	switch {
+	case err == nil:
+		return ""
+	case name == "openblas":
+		// The loader's error lists every path it tried; the fix is one.
+		return fmt.Sprintf("FERRY_GEMM=openblas: OpenBLAS does not load here; running %s instead (install it with FERRY_GEMM=openblas make deps, or unset FERRY_GEMM)", Best().Name())
+	}
+	return fmt.Sprintf("FERRY_GEMM=%s: %v; running %s instead", name, err, Best().Name())
+}
+
 // Best is Select(FERRY_GEMM). When the variable names something unknown or
 // unloadable it falls back to the default; callers that must report that
 // call Select themselves.
