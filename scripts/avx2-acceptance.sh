@@ -107,7 +107,9 @@ for part in $PARTS; do
 		gen go || { echo "the request failed" >&2; exit 1; }
 		jq .plan "$WORK/go.json" >"$WORK/plan.json"
 		blas=""
-		if FERRY_GEMM=openblas gen openblas --plan "$WORK/plan.json" && [ "$(jq -r .measured.gemm "$WORK/openblas.json")" = openblas ]; then
+		# ferry plan prints the one-line note when OpenBLAS does not load.
+		if ! FERRY_GEMM=openblas "$WORK/ferry" plan --model "$model" --height 256 --width 256 --frames 17 2>&1 | grep -q 'OpenBLAS does not load' &&
+			FERRY_GEMM=openblas gen openblas --plan "$WORK/plan.json" && [ "$(jq -r .measured.gemm "$WORK/openblas.json")" = openblas ]; then
 			blas=$(jq .measured.total_s "$WORK/openblas.json")
 		else
 			echo "  not compared with OpenBLAS: it did not run or did not load (FERRY_GEMM=openblas make deps)"
