@@ -429,16 +429,12 @@ func (u *unpickler) global() error {
 }
 
 func (u *unpickler) stackGlobal() error {
-	name, err := u.pop()
+	v, err := u.popN(2) // module, name
 	if err != nil {
 		return err
 	}
-	module, err := u.pop()
-	if err != nil {
-		return err
-	}
-	m, ok1 := module.(string)
-	n, ok2 := name.(string)
+	m, ok1 := v[0].(string)
+	n, ok2 := v[1].(string)
 	if !ok1 || !ok2 {
 		return errors.New("STACK_GLOBAL needs two strings")
 	}
@@ -475,19 +471,15 @@ func (u *unpickler) persistent() error {
 
 // reduce applies a callable to its arguments (REDUCE, NEWOBJ).
 func (u *unpickler) reduce() error {
-	args, err := u.pop()
+	v, err := u.popN(2) // callable, arguments
 	if err != nil {
 		return err
 	}
-	fn, err := u.pop()
+	r, err := apply(v[0], v[1], 0)
 	if err != nil {
 		return err
 	}
-	v, err := apply(fn, args, 0)
-	if err != nil {
-		return err
-	}
-	u.push(v)
+	u.push(r)
 	return nil
 }
 
