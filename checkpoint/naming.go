@@ -100,15 +100,14 @@ func mapped(n Naming, t TensorInfo) ([]TensorInfo, error) {
 	esize := int64(t.DType.Size())
 	out := make([]TensorInfo, 0, len(views))
 	for _, v := range views {
-		elems := int64(1)
-		for _, d := range v.Shape {
-			elems *= int64(d)
-		}
+		vt := TensorInfo{Name: v.Name, DType: t.DType, Shape: slices.Clone(v.Shape), File: t.File,
+			Offset: t.Offset + int64(v.Row0)*rowElems*esize}
+		elems := vt.Elements()
 		if v.Row0 < 0 || v.Rows < 0 || v.Row0+v.Rows > rows || elems != int64(v.Rows)*rowElems {
 			return nil, fmt.Errorf("tensor %q %v: cannot be read as %q, rows [%d, %d) shaped %v", t.Name, t.Shape, v.Name, v.Row0, v.Row0+v.Rows, v.Shape)
 		}
-		out = append(out, TensorInfo{Name: v.Name, DType: t.DType, Shape: slices.Clone(v.Shape), File: t.File,
-			Offset: t.Offset + int64(v.Row0)*rowElems*esize, Size: elems * esize})
+		vt.Size = elems * esize
+		out = append(out, vt)
 	}
 	return out, nil
 }
