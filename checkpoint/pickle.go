@@ -20,6 +20,15 @@ import (
 // pyDict is a Python dict or OrderedDict, in insertion order.
 type pyDict struct {
 	keys, vals []any
+	index      map[any]int // key -> its position; keys are comparable (setPairs)
+}
+
+// find returns the position of key k, or -1.
+func (d *pyDict) find(k any) int {
+	if i, ok := d.index[k]; ok {
+		return i
+	}
+	return -1
 }
 
 // pyList is a Python list; pointers, so that APPEND after memoisation
@@ -577,23 +586,18 @@ func (d *pyDict) setPairs(items []any) error {
 		default:
 			k = describe(k) // unhashable or opaque keys: kept by description
 		}
-		if j := indexOf(d.keys, k); j >= 0 {
+		if j := d.find(k); j >= 0 {
 			d.vals[j] = items[i+1]
 			continue
 		}
+		if d.index == nil {
+			d.index = map[any]int{}
+		}
+		d.index[k] = len(d.keys)
 		d.keys = append(d.keys, k)
 		d.vals = append(d.vals, items[i+1])
 	}
 	return nil
-}
-
-func indexOf(keys []any, k any) int {
-	for i, x := range keys {
-		if x == k {
-			return i
-		}
-	}
-	return -1
 }
 
 func (u *unpickler) appendItems(op byte) error {

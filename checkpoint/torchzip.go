@@ -137,7 +137,7 @@ func stateDict(obj any) (*pyDict, error) {
 		return d, nil
 	}
 	for _, k := range stateDictKeys {
-		if i := indexOf(d.keys, k); i >= 0 {
+		if i := d.find(k); i >= 0 {
 			if inner, ok := d.vals[i].(*pyDict); ok && hasTensor(inner) {
 				return inner, nil
 			}
