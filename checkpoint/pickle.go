@@ -75,8 +75,10 @@ var storageDTypes = map[string]dtype.DType{
 	"DoubleStorage":        dtype.F64,
 }
 
-// maxPickleDepth bounds nesting (MARKs, containers in containers) so a
-// hostile stream cannot exhaust memory through the stack alone.
+// maxPickleDepth bounds the values on the stack and the MARKs open at
+// once, so a hostile stream cannot exhaust memory through the stack alone.
+// Python's pickler sets a dict's items 1000 at a time, so a state dict
+// of any size stays far below it.
 const maxPickleDepth = 1 << 16
 
 var errPickleEOF = errors.New("unexpected end of pickle data")
@@ -110,7 +112,7 @@ func unpickle(data []byte) (any, error) {
 			return u.stack[0], nil
 		}
 		if len(u.stack) > maxPickleDepth || len(u.marks) > maxPickleDepth {
-			return nil, fmt.Errorf("pickle nests deeper than %d", maxPickleDepth)
+			return nil, fmt.Errorf("pickle holds more than %d values or open MARKs at once (Python's pickler batches a dict's items by 1000)", maxPickleDepth)
 		}
 	}
 }

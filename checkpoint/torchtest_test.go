@@ -22,6 +22,10 @@ func TestTorchZipRoundTrip(t *testing.T) {
 		{Name: "b", DType: dtype.F32, Shape: []int{}, Data: []byte{0, 0, 0x80, 0x3f}},
 		{Name: "c.codes", DType: dtype.F8E4M3, Shape: []int{1, 1, 4}, Data: []byte{0x38, 0xb8, 0x00, 0x7e}},
 	}
+	// Enough more for three SETITEMS batches of Python's 1000 items.
+	for i := range 2500 {
+		in = append(in, checkpoint.RawTensor{Name: fmt.Sprintf("blocks.%d.scale", i), DType: dtype.I32, Shape: []int{1}, Data: []byte{byte(i), byte(i >> 8), 0, 0}})
+	}
 	path := filepath.Join(t.TempDir(), "w.pth")
 	if err := torchtest.Write(path, in); err != nil {
 		t.Fatal(err)
@@ -31,6 +35,9 @@ func TestTorchZipRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	if n := len(f.Tensors()); n != len(in) {
+		t.Fatalf("%d tensors, want %d", n, len(in))
+	}
 	for _, want := range in {
 		info, ok := f.Lookup(want.Name)
 		if !ok || info.DType != want.DType || !slices.Equal(info.Shape, want.Shape) {

@@ -31,8 +31,15 @@ func Write(path string, tensors []checkpoint.RawTensor) error {
 	p := pickler{&pkl}
 	p.op(0x80, 2) // PROTO 2
 	p.global("collections", "OrderedDict")
-	p.op(')', 'R', '(') // EMPTY_TUPLE, REDUCE, MARK
+	p.op(')', 'R') // EMPTY_TUPLE, REDUCE
 	for i, t := range tensors {
+		if i%1000 == 0 {
+			// Python's pickler sets a dict's items 1000 at a time.
+			if i > 0 {
+				p.op('u') // SETITEMS
+			}
+			p.op('(') // MARK
+		}
 		class, ok := storageClass[t.DType]
 		if !ok {
 			return fmt.Errorf("torchtest: %s: no torch storage for %s", t.Name, t.DType)
@@ -57,24 +64,22 @@ func Write(path string, tensors []checkpoint.RawTensor) error {
 		p.global("collections", "OrderedDict")
 		p.op(')', 'R', 't', 'R') // backward hooks; the tuple; REDUCE
 	}
-	p.op('u', '.') // SETITEMS, STOP
+	if len(tensors) > 0 {
+		p.op('u') // SETITEMS
+	}
+	p.op('.') // STOP
 
 	var buf bytes.Buffer
 	z := zip.NewWriter(&buf)
-	entries := []struct {
+	type entry struct {
 		name string
 		data []byte
-	}{{"archive/data.pkl", pkl.Bytes()}, {"archive/byteorder", []byte("little")}}
-	for i, t := range tensors {
-		entries = append(entries, struct {
-			name string
-			data []byte
-		}{"archive/data/" + strconv.Itoa(i), t.Data})
 	}
-	entries = append(entries, struct {
-		name string
-		data []byte
-	}{"archive/version", []byte("3\n")})
+	entries := []entry{{"archive/data.pkl", pkl.Bytes()}, {"archive/byteorder", []byte("little")}}
+	for i, t := range tensors {
+		entries = append(entries, entry{"archive/data/" + strconv.Itoa(i), t.Data})
+	}
+	entries = append(entries, entry{"archive/version", []byte("3\n")})
 	for _, e := range entries {
 		w, err := z.CreateHeader(&zip.FileHeader{Name: e.name, Method: zip.Store})
 		if err != nil {
