@@ -102,12 +102,8 @@ func writeComponent(t *testing.T, src, dst string, name func(string) string, con
 	defer s.Close()
 	var out []checkpoint.RawTensor
 	for _, n := range s.Names() {
-		info, _ := s.Lookup(n)
-		data := make([]byte, info.Size)
-		if err := s.ReadAt(info, data); err != nil {
-			t.Fatal(err)
-		}
-		r := checkpoint.RawTensor{Name: name(n), DType: info.DType, Shape: info.Shape, Data: data}
+		r := readRaw(t, s, n)
+		r.Name = name(n)
 		if conv == nil {
 			out = append(out, r)
 			continue
@@ -121,6 +117,20 @@ func writeComponent(t *testing.T, src, dst string, name func(string) string, con
 		t.Fatal(err)
 	}
 	copyConfig(t, src, dst)
+}
+
+// readRaw reads tensor n of s whole, under its own name.
+func readRaw(t *testing.T, s *checkpoint.Set, n string) checkpoint.RawTensor {
+	t.Helper()
+	info, ok := s.Lookup(n)
+	if !ok {
+		t.Fatalf("%s lacks %s", s.Path(), n)
+	}
+	data := make([]byte, info.Size)
+	if err := s.ReadAt(info, data); err != nil {
+		t.Fatal(err)
+	}
+	return checkpoint.RawTensor{Name: n, DType: info.DType, Shape: info.Shape, Data: data}
 }
 
 // copyConfig copies a component's config.json from src to dst.
@@ -327,17 +337,7 @@ func WriteOriginalCLIP(t *testing.T, src, dst, file string) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	read := func(n string) checkpoint.RawTensor {
-		info, ok := s.Lookup(n)
-		if !ok {
-			t.Fatalf("%s lacks %s", src, n)
-		}
-		data := make([]byte, info.Size)
-		if err := s.ReadAt(info, data); err != nil {
-			t.Fatal(err)
-		}
-		return checkpoint.RawTensor{DType: info.DType, Shape: info.Shape, Data: data}
-	}
+	read := func(n string) checkpoint.RawTensor { return readRaw(t, s, n) }
 	var out []checkpoint.RawTensor
 	put := func(name string, r checkpoint.RawTensor, shape ...int) {
 		r.Name = name
