@@ -72,7 +72,8 @@ type Request struct {
 // rounded to 4k+1 as diffusers does.
 //
 // Frames 0 means "not given" (the CLI's --frames default) and becomes
-// __call__'s 81; diffusers itself would round an explicit 0 to 1.
+// __call__'s 81; diffusers itself would round an explicit 0 to 1. With a
+// video (video to video), frames not given are the video's, down to 4k+1.
 func (r *Request) Defaults() (notes []string) {
 	if r.Height == 0 {
 		r.Height = 480
@@ -82,11 +83,15 @@ func (r *Request) Defaults() (notes []string) {
 	}
 	if r.Frames == 0 {
 		r.Frames = 81
+		if n := len(r.Video); n > 0 {
+			r.Frames = (n-1)/4*4 + 1
+		}
 	}
 	if f := roundFrames(r.Frames); f != r.Frames {
 		notes = append(notes, fmt.Sprintf("frames %d is not 4k+1 (frames - 1 must be divisible by the VAE's temporal factor 4); using %d, as diffusers does", r.Frames, f))
 		r.Frames = f
 	}
+	notes = append(notes, r.trimVideo()...)
 	if r.Steps == 0 {
 		r.Steps = 50
 	}
@@ -100,6 +105,20 @@ func (r *Request) Defaults() (notes []string) {
 		r.Strength = DefaultStrength
 	}
 	return notes
+}
+
+// trimVideo keeps a video-to-video request's first Frames frames: the
+// VAE encodes 1 + 4k frames and WanVideoToVideoPipeline's encode leaves
+// the rest of a longer video unread, so the frames past the largest 4k+1
+// (or past the frames asked for) are dropped, with a note. A video shorter
+// than Frames is left for CheckVideo to refuse.
+func (r *Request) trimVideo() []string {
+	n := len(r.Video)
+	if n <= r.Frames {
+		return nil
+	}
+	r.Video = r.Video[:r.Frames]
+	return []string{fmt.Sprintf("the video has %d frames; using its first %d, as diffusers' VAE encodes them", n, r.Frames)}
 }
 
 // roundFrames is WanPipeline.__call__'s num_frames correction with the

@@ -121,6 +121,53 @@ func TestVideoToVideo(t *testing.T) {
 	}
 }
 
+// TestDefaultsVideoFrames: through the Go API as through the CLI, a
+// video-to-video request without frames takes the video's, down to the
+// largest 4k+1, and a video longer than the frames asked for is cut to
+// them, with a note; a shorter one is left for CheckVideo to refuse.
+func TestDefaultsVideoFrames(t *testing.T) {
+	tests := []struct {
+		video, frames int
+		want, kept    int
+		note          bool
+	}{
+		{5, 0, 5, 5, false},
+		{7, 0, 5, 5, true},
+		{8, 0, 5, 5, true},
+		{9, 0, 9, 9, false},
+		{1, 0, 1, 1, false},
+		{7, 5, 5, 5, true},
+		{9, 6, 5, 5, true},
+		{5, 9, 9, 5, false},
+	}
+	for _, tt := range tests {
+		r := Request{Frames: tt.frames, Video: make([]*imageproc.RGB, tt.video)}
+		notes := r.Defaults()
+		if r.Frames != tt.want || len(r.Video) != tt.kept {
+			t.Errorf("video %d, frames %d: got %d frames and %d video frames, want %d and %d", tt.video, tt.frames, r.Frames, len(r.Video), tt.want, tt.kept)
+		}
+		if (len(notes) > 0) != tt.note {
+			t.Errorf("video %d, frames %d: notes %q, want a note: %v", tt.video, tt.frames, notes, tt.note)
+		}
+	}
+}
+
+// TestVideoLongerThanFrames: a 7-frame video given to Generate without
+// frames makes the video its first 5 frames make, bit for bit (the VAE
+// encodes 4k+1 frames; diffusers' encode leaves the rest unread).
+func TestVideoLongerThanFrames(t *testing.T) {
+	p := v2vPipeline(t)
+	video := testVideo(t, 7, 40, 30)
+	req := Request{Prompt: "a cat walks", Height: 32, Width: 48, Steps: 2, Guidance: 1, MaxSeqLen: 512, Seed: 3,
+		Video: video, Strength: 1}
+	long := generateOn(t, p, nil, pipeline.Options{}, req)
+	req.Video, req.Frames = video[:5], 5
+	short := generateOn(t, p, nil, pipeline.Options{}, req)
+	if long.Frames != 5 || !sameBits(long.Video, short.Video) {
+		t.Fatalf("a 7-frame video made %d frames, or not the video of its first 5", long.Frames)
+	}
+}
+
 // TestCheckVideo: video to video refuses what the reference refuses, and
 // what it cannot run, with a line that says why.
 func TestCheckVideo(t *testing.T) {
