@@ -2,19 +2,22 @@
 // pipelines run on a prompt before tokenizing it (pipeline_wan.py's
 // prompt_clean), so ferry feeds the tokenizer the same string:
 //
-//   - FixText is ftfy.fix_text with ftfy 6.3's default TextFixerConfig,
-//     except fix_encoding (mojibake repair: re-decoding text that looks
-//     like UTF-8 read as Latin-1, Windows-125x, MacRoman or cp437). That
-//     step needs ftfy's badness heuristics and codec tables, is large, and
-//     leaves text alone unless it looks like mojibake, so ordinary prompts
-//     come out the same; a mojibake prompt keeps its mojibake here.
+//   - FixText is ftfy.fix_text with ftfy 6.3.1's default TextFixerConfig,
+//     fix_encoding included: text that looks like UTF-8 read as Latin-1,
+//     Windows-125x, ISO-8859-2, MacRoman or cp437 (ftfy's badness
+//     heuristic decides) is re-encoded and decoded as UTF-8, as ftfy does.
+//     Its codec tables (codectables.go) are generated from Python's own
+//     codecs by gen_tables.py; testdata/ftfy holds ftfy's own output on
+//     over a thousand inputs, which the tests compare against.
 //   - HTMLUnescape is Python's html.unescape.
 //   - IsSpace and Strip are str.isspace and str.strip(); CollapseSpace is
 //     regex.sub(r"\s+", " ", s) with the `regex` module.
 //
 // Strings are UTF-8; where a Python str would hold UTF-16 surrogates, the
 // Go string holds their 3-byte encodings (CESU-8), which FixText pairs as
-// ftfy's fix_surrogates does.
+// ftfy's fix_surrogates does. FixText does that before anything else, where
+// ftfy does it after the first round of fix_encoding; the two can differ
+// only on a line that holds both encoded surrogates and mojibake.
 package pytext
 
 import (

@@ -14,8 +14,7 @@ import (
 // segment, in characters, fixed at once.
 const maxDecodeLength = 1_000_000
 
-// FixText is ftfy.fix_text(text) with the default configuration, less
-// fix_encoding (see the package comment).
+// FixText is ftfy.fix_text(text) with the default configuration.
 //
 // As ftfy does, the text is fixed one line at a time (each segment ends
 // after a '\n'). HTML entities are unescaped only until a segment contains
@@ -57,13 +56,14 @@ func segmentEnd(s string) int {
 	return i
 }
 
-// fixSegment is ftfy's fix_and_explain loop without fix_encoding.
+// fixSegment is ftfy's fix_and_explain loop.
 func fixSegment(s string, unescape bool) string {
 	for {
 		orig := s
 		if unescape {
 			s = unescapeHTML(s)
 		}
+		s = fixEncoding(s)
 		s = fixC1Controls(s)
 		s = ligatureReplacer.Replace(s)
 		s = fixCharacterWidth(s)

@@ -81,9 +81,16 @@ func TestSegmentEnd(t *testing.T) {
 
 // FuzzFixText: valid UTF-8 out, and fixing again changes nothing for text
 // without '<' (entities stay on) and without '&' (a second pass can form
-// no new entity).
+// no new entity), as long as the fix kept the lines as they were. ftfy is
+// not idempotent when a fix adds or removes a line break: "Ã\ufffd\rÀ0" is
+// fixed as one line, to "Ã\ufffd\nÀ0", whose first line is then mojibake
+// of its own (ftfy 6.3.1 gives the same two results).
 func FuzzFixText(f *testing.F) {
-	for _, s := range []string{"“ﬁ” &amp;lt; ＡＢ\r\n\x1b[0m\x1c", "\xed\xa0\xbd\xed\xb2\xa9", "<a>&amp;</a>\n&lt;"} {
+	for _, s := range []string{
+		"“ﬁ” &amp;lt; ＡＢ\r\n\x1b[0m\x1c", "\xed\xa0\xbd\xed\xb2\xa9", "<a>&amp;</a>\n&lt;",
+		"schÃ¶n â€œquotedâ€\ufffd", "Ð¿Ñ€Ð¸Ð²ÐµÑ‚\nvoilÃ le", "Ã\u00a0 la â€” ÃƒÂ©", "√©√ß ‚Äù",
+		"ÃƒÆ’Ã‚Â©", "Ã©À\n", "\x93hi\x94 \x81 Ã¡?",
+	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -91,7 +98,7 @@ func FuzzFixText(f *testing.F) {
 		if !utf8.ValidString(got) {
 			t.Fatalf("FixText(%+q) = %+q, not UTF-8", s, got)
 		}
-		if !strings.ContainsAny(s, "<&") {
+		if !strings.ContainsAny(s, "<&") && !strings.Contains(got, "&") && strings.Count(got, "\n") == strings.Count(s, "\n") {
 			if again := FixText(got); again != got {
 				t.Fatalf("FixText(%+q) = %+q, again %+q", s, got, again)
 			}

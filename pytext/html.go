@@ -110,19 +110,11 @@ func invalidCodepoint(n rune) bool {
 	return n&0xfffe == 0xfffe
 }
 
-// cp1252 holds Windows-1252's characters for bytes 0x80..0x9F; zero marks
-// the five bytes it leaves undefined, which stay as the C1 control of the
+// windows1252 maps a byte 0x80..0x9F to its Windows-1252 character; the
+// five bytes Windows-1252 leaves undefined stay as the C1 control of the
 // same number (Python's html.unescape and ftfy's sloppy-windows-1252).
-var cp1252 = [32]rune{
-	0x20ac, 0, 0x201a, 0x0192, 0x201e, 0x2026, 0x2020, 0x2021,
-	0x02c6, 0x2030, 0x0160, 0x2039, 0x0152, 0, 0x017d, 0,
-	0, 0x2018, 0x2019, 0x201c, 0x201d, 0x2022, 0x2013, 0x2014,
-	0x02dc, 0x2122, 0x0161, 0x203a, 0x0153, 0, 0x017e, 0x0178,
-}
-
-// windows1252 maps a byte 0x80..0x9F to its Windows-1252 character.
 func windows1252(b byte) rune {
-	if r := cp1252[b-0x80]; r != 0 {
+	if r := windows1252Strict[b]; r >= 0 {
 		return r
 	}
 	return rune(b)

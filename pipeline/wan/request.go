@@ -203,7 +203,7 @@ func (r Request) guidance2() float64 {
 // CleanPrompt is WanPipeline's prompt_clean: basic_clean (ftfy.fix_text,
 // html.unescape twice, str.strip) then whitespace_clean (runs of
 // white space, as the regex module's \s sees it, become one space; ends
-// stripped). ftfy is ported without its mojibake repair (see pytext).
+// stripped). ftfy is 6.3.1's, mojibake repair included (see pytext).
 func CleanPrompt(s string) string {
 	s = pytext.FixText(s)
 	s = pytext.Strip(pytext.HTMLUnescape(pytext.HTMLUnescape(s)))

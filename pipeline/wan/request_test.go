@@ -29,6 +29,7 @@ func TestCleanPrompt(t *testing.T) {
 		{"numeric control reference dropped", "x&#28;y", "xy"},
 		{"C1 ellipsis", "wait\u0085 what", "wait… what"},
 		{"no-break and ideographic spaces are white space", "a\u00a0\u3000 b", "a b"},
+		{"mojibake repaired", "A cafÃ© in Ã\u00a0 la mode â€” a crÃ¨me brÃ»lÃ©e", "A café in à la mode — a crème brûlée"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
