@@ -14,7 +14,9 @@
 //   - EncodeForModel adds what transformers' T5Tokenizer(legacy=True) does on
 //     top: special tokens written in the text are split out, ids are
 //     truncated to leave room for </s>, </s> is appended, and the result is
-//     padded, as WanPipeline's tokenizer call produces.
+//     padded, as WanPipeline's tokenizer call produces. The slow tokenizer
+//     appends no second </s> to ids that end with one; T5TokenizerFast,
+//     which the Wan repositories name, does (FollowFast).
 //   - tokenizer.json follows tokenizers' pipeline (normalizers,
 //     Metaspace pre-tokenizer, Unigram in float64 with every vocabulary entry
 //     matchable, post-processor template).

@@ -110,6 +110,11 @@ func Load(dir string) (*Tokenizer, error) {
 	return t, nil
 }
 
+// FollowFast makes EncodeForModel end the ids as T5TokenizerFast does: its
+// post-processor appends </s> always, where the slow T5Tokenizer leaves it
+// out after ids that already end with it (a text ending in "</s>").
+func (t *Tokenizer) FollowFast() { t.slowEOS = false }
+
 func fileExists(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && !st.IsDir()

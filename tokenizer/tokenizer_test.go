@@ -41,6 +41,14 @@ func TestSpecialTokensInText(t *testing.T) {
 	if got := sp.Encode("</s>"); slices.Contains(got, 1) {
 		t.Errorf("Encode(</s>) = %v contains </s>", got)
 	}
+	// Following T5TokenizerFast, the spiece.model ends its ids as the
+	// tokenizer.json does.
+	sp.FollowFast()
+	for _, c := range cases {
+		if got, _ := sp.EncodeForModel(c.text, 0); !slices.Equal(got, c.hf) {
+			t.Errorf("sentencepiece following the fast tokenizer %q: %v, want %v", c.text, got, c.hf)
+		}
+	}
 }
 
 // TestTruncation checks prepare_for_model's order: cut the ids so that they

@@ -133,6 +133,29 @@ func withIndex(t *testing.T, index string) string {
 	return dir
 }
 
+// TestFastTokenizerClass: a folder whose model_index names
+// T5TokenizerFast (as the Wan repositories do) or AutoTokenizer ends a
+// prompt ending in "</s>" with a second </s>, as diffusers' fast tokenizer
+// does; T5Tokenizer's folder leaves it out, as the slow one does.
+func TestFastTokenizerClass(t *testing.T) {
+	tail := `"boundary_ratio": 0.875, "transformer_2": ["diffusers", "WanTransformer3DModel"]}`
+	for _, c := range []struct {
+		class string
+		eos   int
+	}{{"T5Tokenizer", 1}, {"T5TokenizerFast", 2}, {"AutoTokenizer", 2}} {
+		index := strings.Replace(indexHead, `"T5Tokenizer"`, `"`+c.class+`"`, 1) + tail
+		p := openPipeline(t, withIndex(t, index))
+		ids, _ := p.tok.EncodeForModel("a cat</s>", 0)
+		n := 0
+		for n < len(ids) && ids[len(ids)-1-n] == p.tok.EOSID() {
+			n++
+		}
+		if n != c.eos {
+			t.Errorf("%s: ids %v end with %d </s>, want %d", c.class, ids, n, c.eos)
+		}
+	}
+}
+
 const indexHead = `{"_class_name": "WanPipeline", "_diffusers_version": "0.40.0",
  "scheduler": ["diffusers", "UniPCMultistepScheduler"], "text_encoder": ["transformers", "UMT5EncoderModel"],
  "tokenizer": ["transformers", "T5Tokenizer"], "transformer": ["diffusers", "WanTransformer3DModel"],

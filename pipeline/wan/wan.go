@@ -94,6 +94,14 @@ func (p *Pipeline) on(name string, rt *pipeline.Runtime) (*Pipeline, *residency.
 	return p, rt.Exec
 }
 
+// fastTokenizer says whether diffusers loads a tokenizer of this
+// model_index class as a fast one (the Wan repositories name
+// T5TokenizerFast): a class named so, or AutoTokenizer, whose use_fast is
+// on by default.
+func fastTokenizer(class string) bool {
+	return strings.HasSuffix(class, "Fast") || class == "AutoTokenizer"
+}
+
 // Open reads the folder's configs and tokenizer; no weights are read.
 func Open(f *checkpoint.Folder) (*Pipeline, error) {
 	// The experts first: a two-expert folder that does not add up is
@@ -110,6 +118,9 @@ func Open(f *checkpoint.Folder) (*Pipeline, error) {
 	}
 	if p.tok, err = tokenizer.Load(tc.Dir); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	if fastTokenizer(tc.Class) {
+		p.tok.FollowFast()
 	}
 	raw, err := rawConfig(f, TextEncoder)
 	if err != nil {
