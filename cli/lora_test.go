@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,9 +11,11 @@ import (
 	"testing"
 
 	"ferry/checkpoint"
+	"ferry/dtype"
 	"ferry/lora"
 	"ferry/lora/loratest"
 	"ferry/model/modeltest"
+	"ferry/model/wan"
 	pipewan "ferry/pipeline/wan"
 )
 
@@ -220,5 +224,54 @@ func TestGenerateLoRAPeaksPredicted(t *testing.T) {
 				t.Errorf("plan %s, device budget %q: %s measured %v, predicted %v", c.plan, c.mem, k, m[k], p[k])
 			}
 		}
+	}
+}
+
+// TestGenerateLoRADiffB: a LoRA file in the original Wan names carrying the
+// bias differences (diff_b) and norm and weight differences of
+// ComfyUI-style distillation LoRAs loads through `generate --lora` as
+// diffusers loads it: with zero biases and a zero lora_up it gives the
+// base video bit for bit (the differences diffusers drops are dropped),
+// and a nonzero diff_b changes the video.
+func TestGenerateLoRADiffB(t *testing.T) {
+	tiny := synthModel(t, "wan-tiny")
+	cfg, err := wan.ReadConfig(filepath.Join(tiny, "transformer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, shapes := cfg.LinearShapes()
+	q, f2 := shapes["blocks.0.attn1.to_q"], shapes["blocks.0.ffn.net.2"]
+	values := func(n int, v float32) []byte {
+		b := make([]byte, 4*n)
+		for i := range n {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+		return b
+	}
+	write := func(name string, bias float32) string {
+		dm := "diffusion_model.blocks.0."
+		rts := []checkpoint.RawTensor{
+			{Name: dm + "self_attn.q.lora_down.weight", DType: dtype.F32, Shape: []int{2, q[1]}, Data: values(2*q[1], 0.5)},
+			{Name: dm + "self_attn.q.lora_up.weight", DType: dtype.F32, Shape: []int{q[0], 2}, Data: values(2*q[0], 0)},
+			{Name: dm + "self_attn.q.alpha", DType: dtype.F32, Data: values(1, 2)},
+			{Name: dm + "self_attn.q.diff_b", DType: dtype.F32, Shape: []int{q[0]}, Data: values(q[0], bias)},
+			{Name: dm + "ffn.2.diff_b", DType: dtype.F32, Shape: []int{f2[0]}, Data: values(f2[0], bias)},
+			{Name: dm + "norm3.diff", DType: dtype.F32, Shape: []int{q[0]}, Data: values(q[0], 1)},
+			{Name: dm + "self_attn.k.diff", DType: dtype.F32, Shape: []int{q[0], q[1]}, Data: values(q[0]*q[1], 1)},
+		}
+		p := filepath.Join(t.TempDir(), name)
+		if err := checkpoint.WriteFile(p, rts, nil); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	base, _ := generateVideo(t, tiny)
+	same, _ := generateVideo(t, tiny, "--lora", write("zero.safetensors", 0))
+	if !slices.Equal(base, same) {
+		t.Error("zero biases and a zero lora_up changed the video: a dropped difference was applied")
+	}
+	moved, _ := generateVideo(t, tiny, "--lora", write("moved.safetensors", 0.25))
+	if slices.Equal(base, moved) {
+		t.Error("nonzero diff_b biases left the video unchanged")
 	}
 }

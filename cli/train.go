@@ -205,6 +205,11 @@ func (f *trainFlags) check() error {
 		if err != nil {
 			return userf("--lora-init: %v", err)
 		}
+		for _, a := range ads {
+			if a.HasBias {
+				return userf("--lora-init: %s: adapter %s has a bias (diff_b or lora_B.bias); ferry trains lora_A/lora_B pairs only", f.loraInit, a.Module)
+			}
+		}
 		f.loraInitAdapters = ads
 	}
 	return nil

@@ -202,6 +202,7 @@ func TestTrainUserErrors(t *testing.T) {
 		{"targets select nothing", with("--lora-targets", "nothing.here"), "selects no Linear"},
 		{"one target selects nothing", with("--lora-targets", "attn1.to_q,attn3.to_q"), "attn3.to_q"},
 		{"init rank mismatch", with("--lora-init", filepath.Join(trainGolden, "lora_init.safetensors"), "--lora-rank", "8"), "rank"},
+		{"init with a bias", with("--lora-init", biasLoRA(t, dir)), "has a bias"},
 		{"chart not svg", with("--chart", filepath.Join(dir, "c.png")), ".svg"},
 		{"resume nothing", with("--resume", dir), "no checkpoint"},
 		{"negative ema", with("--ema-decay", "-1"), "EMA"},
@@ -220,6 +221,17 @@ func TestTrainUserErrors(t *testing.T) {
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a failed run wrote --out")
 	}
+}
+
+// biasLoRA writes a LoRA file holding a bias difference alone.
+func biasLoRA(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "bias.safetensors")
+	rt := checkpoint.RawTensor{Name: "diffusion_model.blocks.0.ffn.2.diff_b", DType: dtype.F32, Shape: []int{4}, Data: make([]byte, 16)}
+	if err := checkpoint.WriteFile(p, []checkpoint.RawTensor{rt}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // TestTrainLoRALearns: a LoRA on the synthetic wan-tiny overfits one

@@ -17,6 +17,16 @@
 //   - kohya's naming, musubi-tuner's default: "lora_unet_blocks_0_self_attn_q"
 //     with ".lora_down.weight", ".lora_up.weight" and ".alpha".
 //
+// Biases and differences are read as diffusers' loader takes them
+// (_convert_non_diffusers_wan_lora_to_diffusers, the files Kijai's and
+// lightx2v's distillation LoRAs are): a module's "diff_b" is a bias added as
+// it is, PEFT's "lora_B.bias" one scaled by alpha/rank as the product is,
+// and a diff_b without a pair a bias alone; a time_projection diff_b
+// without the module's pair is dropped, as are every norm layer's "diff"
+// and "diff_b", the differences of modules that are no Linear (the patch
+// embedding's), and the full weight differences ("diff") of Linears other
+// than the head, whose difference is a pair with an identity lora_B.
+//
 // Every name is mapped to the diffusers module name the Wan model uses
 // (model/wan's LoRA.Module). Weights may be stored as F32, BF16, F16 or F64
 // and are returned as float32.

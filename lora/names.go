@@ -14,10 +14,14 @@ const (
 	partA     part = iota // lora_A / lora_down: [rank, in]
 	partB                 // lora_B / lora_up: [out, rank]
 	partAlpha             // alpha: one value
+	partBias              // lora_B.bias (PEFT's lora_bias): [out], scaled as the product is
+	partDiffB             // diff_b: [out], a bias difference added as it is
+	partDiff              // diff: a full weight difference (proj_out's only; see diffHead)
+	numParts
 )
 
 func (p part) String() string {
-	return [...]string{"lora_A (down)", "lora_B (up)", "alpha"}[p]
+	return [...]string{"lora_A (down)", "lora_B (up)", "alpha", "lora_B.bias", "diff_b", "diff"}[p]
 }
 
 // blockTails maps the name of a Linear inside transformer block i, after
@@ -82,6 +86,11 @@ const kohyaPrefix = "lora_unet_"
 // errUnsupported marks keys of LoRA variants ferry cannot apply.
 var errUnsupported = errors.New("not supported")
 
+// errSkipped marks keys diffusers' loader drops without applying them
+// (_convert_non_diffusers_wan_lora_to_diffusers): differences of norm
+// layers, and full weight differences (.diff) of any Linear but the head.
+var errSkipped = errors.New("skipped")
+
 // parseKey maps a tensor name of any supported naming to the diffusers
 // module it adapts and the part it holds.
 func parseKey(name string) (module string, p part, err error) {
@@ -96,21 +105,55 @@ func parseKey(name string) (module string, p part, err error) {
 		}
 	}
 	mod, p, err := splitSuffix(n)
+	if err == nil {
+		err = skippedNorm(mod, p)
+	}
 	if err != nil {
 		return "", 0, err
 	}
 	module, err = canonical(mod)
+	if err != nil && (p == partDiff || p == partDiffB) {
+		// diffusers leaves the differences of modules it does not map (the
+		// patch embedding's) unapplied.
+		return "", 0, fmt.Errorf("a difference of %s: %w", mod, errSkipped)
+	}
+	if err == nil {
+		err = skippedDiff(module, p)
+	}
 	return module, p, err
 }
 
+// skippedNorm and skippedDiff are the keys diffusers drops: a norm layer's
+// differences (its Linear-less modules hold nothing ferry could adapt) and
+// a full weight difference of a Linear but the head.
+func skippedNorm(mod string, p part) error {
+	if (p == partDiff || p == partDiffB) && strings.Contains(mod, "norm") {
+		return fmt.Errorf("a norm layer's difference: %w", errSkipped)
+	}
+	return nil
+}
+
+func skippedDiff(module string, p part) error {
+	if p == partDiff && module != diffHead {
+		return fmt.Errorf("a full weight difference of %s: %w", module, errSkipped)
+	}
+	return nil
+}
+
+// diffHead is the one Linear whose full weight difference (head.head.diff,
+// as the lightx2v distillation LoRAs store it) diffusers applies: as a
+// lora_A beside an identity lora_B.
+const diffHead = "proj_out"
+
 // splitSuffix splits "<module>.<suffix>" where the suffix names the part:
 // lora_A[.adapter].weight, lora_down.weight, lora_B[.adapter].weight,
-// lora_up.weight or alpha.
+// lora_up.weight, alpha, lora_B.bias, diff_b or diff.
 func splitSuffix(n string) (string, part, error) {
 	for _, s := range []struct {
 		suffix string
 		p      part
-	}{{".lora_down.weight", partA}, {".lora_up.weight", partB}, {".alpha", partAlpha}} {
+	}{{".lora_down.weight", partA}, {".lora_up.weight", partB}, {".alpha", partAlpha},
+		{".lora_B.bias", partBias}, {".diff_b", partDiffB}, {".diff", partDiff}} {
 		if mod, ok := strings.CutSuffix(n, s.suffix); ok {
 			return mod, s.p, nil
 		}
@@ -124,16 +167,11 @@ func splitSuffix(n string) (string, part, error) {
 			continue
 		}
 		rest := n[i+len(s.marker):]
-		if rest == "bias" {
-			return "", 0, fmt.Errorf("LoRA biases (lora_B.bias) are %w", errUnsupported)
-		}
 		if adapter, ok := strings.CutSuffix(rest, "weight"); ok && adapterName(adapter) {
 			return n[:i], s.p, nil
 		}
 	}
 	for _, v := range []struct{ marker, what string }{
-		{".diff_b", "bias differences (.diff_b)"},
-		{".diff", "full weight differences (.diff)"},
 		{".dora_scale", "DoRA (dora_scale)"},
 		{".lora_magnitude_vector", "DoRA (lora_magnitude_vector)"},
 		{".hada_", "LoHa (hada_*)"},
@@ -168,20 +206,30 @@ func parseKohya(rest string) (string, part, error) {
 		p = partB
 	case "alpha":
 		p = partAlpha
+	case "lora_B.bias":
+		p = partBias
+	case "diff_b":
+		p = partDiffB
+	case "diff":
+		p = partDiff
 	default:
 		if _, _, err := splitSuffix("m." + suffix); errors.Is(err, errUnsupported) {
 			return "", 0, err
 		}
 		return "", 0, fmt.Errorf("unknown part %q (want lora_down.weight, lora_up.weight or alpha)", suffix)
 	}
+	if err := skippedNorm(lname, p); err != nil {
+		return "", 0, err
+	}
 	if rest, ok := strings.CutPrefix(lname, "blocks_"); ok {
 		b, tail, _ := strings.Cut(rest, "_")
 		i, err := blockIndex(b)
 		if t, known := kohyaBlockTails[tail]; err == nil && known {
-			return "blocks." + strconv.Itoa(i) + "." + t, p, nil
+			m := "blocks." + strconv.Itoa(i) + "." + t
+			return m, p, skippedDiff(m, p)
 		}
 	} else if m, known := kohyaGlobals[lname]; known {
-		return m, p, nil
+		return m, p, skippedDiff(m, p)
 	}
 	return "", 0, fmt.Errorf("unknown module %q: not a Linear of a Wan transformer", lname)
 }

@@ -65,9 +65,7 @@ func TestParseKeyRefuses(t *testing.T) {
 		{"patch_embedding.lora_A.weight", "unknown module", false},
 		{"unet.down_blocks.0.lora_A.weight", "unknown module", false},
 		{"blocks.0.attn1.to_q.lora_A.a.b.weight", "not a LoRA tensor name", false},
-		{"blocks.0.attn1.to_q.lora_B.bias", "biases", true},
-		{"diffusion_model.blocks.0.self_attn.q.diff_b", "diff_b", true},
-		{"diffusion_model.blocks.0.norm3.diff", "diff", true},
+		{"diffusion_model.blocks.0.self_attn.q.hada_w1_a", "LoHa", true},
 		{"blocks.0.attn1.to_q.lora_magnitude_vector", "DoRA", true},
 		{"lora_unet_blocks_0_self_attn_q.dora_scale", "DoRA", true},
 		{"lora_unet_blocks_0_self_attn_q", "without a part", false},
@@ -80,6 +78,37 @@ func TestParseKeyRefuses(t *testing.T) {
 		_, _, err := parseKey(tc.key)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, errUnsupported) != tc.unsupported {
 			t.Errorf("parseKey(%q) error %v, want one saying %q (unsupported %v)", tc.key, err, tc.want, tc.unsupported)
+		}
+	}
+}
+
+// TestParseKeyBiasesAndDifferences: biases are parts of their module;
+// what diffusers drops (norm differences, full differences of a Linear
+// but the head) is skipped, the head's full difference kept.
+func TestParseKeyBiasesAndDifferences(t *testing.T) {
+	for _, tc := range []struct {
+		key, module string
+		p           part
+	}{
+		{"blocks.0.attn1.to_q.lora_B.bias", "blocks.0.attn1.to_q", partBias},
+		{"diffusion_model.blocks.0.self_attn.q.diff_b", "blocks.0.attn1.to_q", partDiffB},
+		{"diffusion_model.time_projection.1.diff_b", "condition_embedder.time_proj", partDiffB},
+		{"diffusion_model.head.head.diff", "proj_out", partDiff},
+		{"lora_unet_blocks_2_ffn_0.diff_b", "blocks.2.ffn.net.0.proj", partDiffB},
+	} {
+		mod, p, err := parseKey(tc.key)
+		if err != nil || mod != tc.module || p != tc.p {
+			t.Errorf("parseKey(%q) = %q, %v, %v; want %q, %v", tc.key, mod, p, err, tc.module, tc.p)
+		}
+	}
+	for _, key := range []string{
+		"diffusion_model.blocks.0.norm3.diff", "diffusion_model.blocks.0.norm3.diff_b",
+		"diffusion_model.blocks.0.self_attn.norm_q.diff", "diffusion_model.blocks.0.self_attn.q.diff",
+		"diffusion_model.blocks.0.ffn.2.diff", "lora_unet_blocks_0_norm3.diff", "lora_unet_blocks_0_self_attn_q.diff",
+		"diffusion_model.patch_embedding.diff", "diffusion_model.patch_embedding.diff_b",
+	} {
+		if _, _, err := parseKey(key); !errors.Is(err, errSkipped) {
+			t.Errorf("parseKey(%q): %v, want it skipped", key, err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math"
 	"slices"
+	"strings"
 
 	"ferry/checkpoint"
 	"ferry/dtype"
@@ -13,7 +14,7 @@ import (
 
 // pair is what a file holds for one module.
 type pair struct {
-	tensors [3]*checkpoint.TensorInfo // by part
+	tensors [numParts]*checkpoint.TensorInfo // by part
 }
 
 // Read reads the LoRA adapters of a safetensors file in any of the
@@ -76,6 +77,9 @@ func group(infos []checkpoint.TensorInfo) (map[string]*pair, error) {
 	for i := range infos {
 		t := &infos[i]
 		mod, p, err := parseKey(t.Name)
+		if errors.Is(err, errSkipped) {
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tensor %q: %w", t.Name, err)
 		}
@@ -89,30 +93,59 @@ func group(infos []checkpoint.TensorInfo) (map[string]*pair, error) {
 		}
 		pr.tensors[p] = t
 	}
+	dropTimeProjectionBias(pairs)
 	if len(pairs) == 0 {
 		return nil, errors.New("holds no tensors (want LoRA pairs such as blocks.0.attn1.to_q.lora_A.weight / .lora_B.weight)")
 	}
 	return pairs, nil
 }
 
+// dropTimeProjectionBias drops a time_projection difference that comes
+// without the module's lora weights, as diffusers does (AccVideo's LoRA
+// stores one; with no adapter for the module diffusers' PEFT config would
+// not match it).
+func dropTimeProjectionBias(pairs map[string]*pair) {
+	const mod = "condition_embedder.time_proj"
+	pr := pairs[mod]
+	if pr == nil || pr.tensors[partA] != nil || pr.tensors[partB] != nil {
+		return
+	}
+	for _, t := range pr.tensors {
+		if t != nil && strings.Contains(t.Name, "time_projection") {
+			delete(pairs, mod)
+			return
+		}
+	}
+}
+
 // readPair checks one module's tensors and, when values is set, reads them
-// as float32.
+// as float32: a lora_A/lora_B pair, a bias, or both; a head's full weight
+// difference is a pair whose lora_B is the identity.
 func readPair(f *checkpoint.File, mod string, pr *pair, alphaOf alphaFunc, values bool) (Adapter, error) {
-	ta, tb := pr.tensors[partA], pr.tensors[partB]
+	ta, tb, tdiff := pr.tensors[partA], pr.tensors[partB], pr.tensors[partDiff]
+	bias, biasPart := pr.tensors[partDiffB], partDiffB
+	if bias == nil {
+		bias, biasPart = pr.tensors[partBias], partBias
+	} else if pr.tensors[partBias] != nil {
+		return Adapter{}, fmt.Errorf("tensor %q: module %s also has a diff_b %q", pr.tensors[partBias].Name, mod, bias.Name)
+	}
 	switch {
-	case ta == nil && tb == nil:
+	case tdiff != nil && (ta != nil || tb != nil):
+		return Adapter{}, fmt.Errorf("tensor %q: module %s has a full difference and a LoRA pair", tdiff.Name, mod)
+	case tdiff != nil:
+		return readDiff(f, mod, tdiff, bias, values)
+	case ta == nil && tb == nil && bias == nil:
 		return Adapter{}, fmt.Errorf("tensor %q: an alpha for module %s, which has no lora_A/lora_B pair", pr.tensors[partAlpha].Name, mod)
+	case ta == nil && tb == nil:
+		return readBiasOnly(f, mod, bias, values)
 	case tb == nil:
 		return Adapter{}, fmt.Errorf("tensor %q: module %s has no lora_B (up) half", ta.Name, mod)
 	case ta == nil:
 		return Adapter{}, fmt.Errorf("tensor %q: module %s has no lora_A (down) half", tb.Name, mod)
 	}
 	for _, t := range []*checkpoint.TensorInfo{ta, tb} {
-		if len(t.Shape) != 2 || t.Shape[0] == 0 || t.Shape[1] == 0 {
-			return Adapter{}, fmt.Errorf("tensor %q: shape %v, want a non-empty matrix (LoRAs of convolutions are not supported)", t.Name, t.Shape)
-		}
-		if !isFloat(t.DType) {
-			return Adapter{}, fmt.Errorf("tensor %q: dtype %s, want F32, BF16, F16 or F64", t.Name, t.DType)
+		if err := checkMatrix(t); err != nil {
+			return Adapter{}, err
 		}
 	}
 	a := Adapter{Module: mod, Rank: ta.Shape[0], In: ta.Shape[1], Out: tb.Shape[0]}
@@ -134,7 +167,82 @@ func readPair(f *checkpoint.File, mod string, pr *pair, alphaOf alphaFunc, value
 	if !finite(a.Alpha) {
 		return Adapter{}, fmt.Errorf("module %s: alpha %g from metadata %s is not a finite number", mod, a.Alpha, metadataKey)
 	}
+	if bias != nil {
+		a.HasBias = true
+		if a.Bias, err = readBias(f, bias, a.Out, values); err != nil {
+			return Adapter{}, err
+		}
+		if biasPart == partBias {
+			// PEFT scales lora_B's bias with the product: alpha/rank.
+			for i := range a.Bias {
+				a.Bias[i] *= a.Scale()
+			}
+		}
+	}
 	return a, nil
+}
+
+// readBiasOnly is a module with a bias difference and no pair: diffusers'
+// PEFT layer for it starts with a zero lora_B, so only the bias acts.
+func readBiasOnly(f *checkpoint.File, mod string, bias *checkpoint.TensorInfo, values bool) (Adapter, error) {
+	if len(bias.Shape) != 1 || bias.Shape[0] == 0 {
+		return Adapter{}, fmt.Errorf("tensor %q: shape %v, want a non-empty vector", bias.Name, bias.Shape)
+	}
+	a := Adapter{Module: mod, Out: bias.Shape[0], HasBias: true}
+	var err error
+	a.Bias, err = readBias(f, bias, a.Out, values)
+	return a, err
+}
+
+// readDiff is the head's full weight difference [out, in] as diffusers
+// loads it: lora_A is the difference, lora_B the identity, scale 1.
+func readDiff(f *checkpoint.File, mod string, diff, bias *checkpoint.TensorInfo, values bool) (Adapter, error) {
+	if err := checkMatrix(diff); err != nil {
+		return Adapter{}, err
+	}
+	out := diff.Shape[0]
+	a := Adapter{Module: mod, Rank: out, In: diff.Shape[1], Out: out, Alpha: float32(out)}
+	var err error
+	if values {
+		if a.A, err = readFinite(f, diff); err != nil {
+			return Adapter{}, err
+		}
+		a.B = make([]float32, out*out)
+		for i := range out {
+			a.B[i*out+i] = 1
+		}
+	}
+	if bias != nil {
+		a.HasBias = true
+		a.Bias, err = readBias(f, bias, out, values)
+	}
+	return a, err
+}
+
+// checkMatrix checks a pair's or a difference's tensor: a non-empty float
+// matrix.
+func checkMatrix(t *checkpoint.TensorInfo) error {
+	if len(t.Shape) != 2 || t.Shape[0] == 0 || t.Shape[1] == 0 {
+		return fmt.Errorf("tensor %q: shape %v, want a non-empty matrix (LoRAs of convolutions are not supported)", t.Name, t.Shape)
+	}
+	if !isFloat(t.DType) {
+		return fmt.Errorf("tensor %q: dtype %s, want F32, BF16, F16 or F64", t.Name, t.DType)
+	}
+	return nil
+}
+
+// readBias checks a bias of out values and reads it when values is set.
+func readBias(f *checkpoint.File, t *checkpoint.TensorInfo, out int, values bool) ([]float32, error) {
+	if len(t.Shape) != 1 || t.Shape[0] != out {
+		return nil, fmt.Errorf("tensor %q: shape %v, want [%d] (the module's outputs)", t.Name, t.Shape, out)
+	}
+	if !isFloat(t.DType) {
+		return nil, fmt.Errorf("tensor %q: dtype %s, want F32, BF16, F16 or F64", t.Name, t.DType)
+	}
+	if !values {
+		return nil, nil
+	}
+	return readFinite(f, t)
 }
 
 // alphaFor is the module's alpha: its alpha tensor, else the metadata's,

@@ -72,6 +72,80 @@ func alphaOf(name string, dt dtype.DType, shape []int, v float64) raw {
 	return raw{name, dt, shape, []float64{v}}
 }
 
+// TestReadBiases: a ComfyUI-style file of the kind Kijai's and lightx2v's
+// distillation LoRAs are (original names, alphas, diff_b, norm and weight
+// differences) reads as diffusers loads it: diff_b added as it is, PEFT's
+// lora_B.bias times alpha/rank, a diff_b alone a bias-only adapter, norm
+// differences and a Linear's full difference dropped, a time_projection
+// diff_b without its pair dropped, and the head's full difference a pair
+// whose lora_B is the identity.
+func TestReadBiases(t *testing.T) {
+	dm := "diffusion_model."
+	q, k := dm+"blocks.0.self_attn.q", dm+"blocks.0.self_attn.k"
+	head := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12} // [4, 3]
+	tensors := append(pairOf(q+".lora_down.weight", q+".lora_up.weight", dtype.BF16),
+		alphaOf(q+".alpha", dtype.F32, nil, 4),
+		raw{q + ".diff_b", dtype.F32, []int{4}, []float64{0.5, -1, 2, 0}},
+		raw{dm + "blocks.0.ffn.2.diff_b", dtype.F16, []int{4}, []float64{1, 2, 3, 4}},
+		raw{dm + "blocks.0.norm3.diff", dtype.F32, []int{4}, []float64{1, 1, 1, 1}},
+		raw{dm + "blocks.0.norm3.diff_b", dtype.F32, []int{4}, []float64{1, 1, 1, 1}},
+		raw{k + ".diff", dtype.F32, []int{4, 3}, head},
+		raw{dm + "time_projection.1.diff_b", dtype.F32, []int{4}, []float64{1, 1, 1, 1}},
+		raw{dm + "head.head.diff", dtype.F32, []int{4, 3}, head},
+		raw{dm + "head.head.diff_b", dtype.F32, []int{4}, []float64{-1, -2, -3, -4}},
+	)
+	ads, err := Read(writeRaw(t, tensors, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byMod := map[string]Adapter{}
+	for _, a := range ads {
+		byMod[a.Module] = a
+	}
+	if len(ads) != 3 {
+		t.Fatalf("%d adapters %v, want the pair, the bias alone and the head", len(ads), byMod)
+	}
+	a := byMod["blocks.0.attn1.to_q"]
+	if a.Rank != 2 || a.Scale() != 2 || !a.HasBias || !slices.Equal(a.Bias, []float32{0.5, -1, 2, 0}) {
+		t.Errorf("to_q: rank %d scale %g bias %v, want rank 2, scale 2 and diff_b as it is", a.Rank, a.Scale(), a.Bias)
+	}
+	b := byMod["blocks.0.ffn.net.2"]
+	if !b.BiasOnly() || b.A != nil || b.Out != 4 || !slices.Equal(b.Bias, []float32{1, 2, 3, 4}) {
+		t.Errorf("ffn.net.2: %+v, want a bias alone", b)
+	}
+	h := byMod["proj_out"]
+	if h.Rank != 4 || h.In != 3 || h.Out != 4 || h.Scale() != 1 || len(h.A) != 12 || h.A[11] != 12 || !slices.Equal(h.Bias, []float32{-1, -2, -3, -4}) {
+		t.Fatalf("proj_out: %+v, want the difference as lora_A, scale 1, its diff_b", h)
+	}
+	for i := range 4 {
+		for j := range 4 {
+			if want := float32(map[bool]int{true: 1}[i == j]); h.B[i*4+j] != want {
+				t.Fatalf("proj_out lora_B[%d][%d] = %g, want the identity", i, j, h.B[i*4+j])
+			}
+		}
+	}
+	shapes, err := ReadShapes(writeRaw(t, tensors, nil))
+	if err != nil || len(shapes) != 3 {
+		t.Fatalf("ReadShapes: %d adapters, %v", len(shapes), err)
+	}
+	for _, s := range shapes {
+		if !s.HasBias || s.Bias != nil || s.A != nil {
+			t.Errorf("ReadShapes %s: %+v, want HasBias without values", s.Module, s)
+		}
+	}
+
+	// PEFT's lora_B.bias is scaled as the product is: alpha 8, rank 2.
+	d := "blocks.1.attn2.to_v"
+	peft := append(pairOf(d+".lora_A.weight", d+".lora_B.weight", dtype.F32), raw{d + ".lora_B.bias", dtype.F32, []int{4}, []float64{1, -1, 0.5, 0}})
+	ps, err := Read(writeRaw(t, peft, map[string]string{metadataKey: `{"lora_alpha": 8}`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 1 || !slices.Equal(ps[0].Bias, []float32{4, -4, 2, 0}) {
+		t.Errorf("PEFT bias %v, want [4 -4 2 0] (alpha/rank 4)", ps)
+	}
+}
+
 // TestReadNamings reads one adapter written in every supported naming,
 // dtype and source of alpha.
 func TestReadNamings(t *testing.T) {
@@ -174,8 +248,12 @@ func TestReadErrors(t *testing.T) {
 			[]string{q + ".alpha", "one value"}},
 		{"NaN weight", []raw{{q + ".lora_A.weight", dtype.F32, []int{2, 3}, []float64{0, 0, math.NaN(), 0, 0, 0}}, {q + ".lora_B.weight", dtype.F32, []int{4, 2}, valsB}}, nil,
 			[]string{q + ".lora_A.weight", "NaN"}},
-		{"bias", append(pairOf(q+".lora_A.weight", q+".lora_B.weight", dtype.F32), raw{q + ".lora_B.bias", dtype.F32, []int{4}, valsB[:4]}), nil,
-			[]string{q + ".lora_B.bias", "not supported"}},
+		{"bias of another size", append(pairOf(q+".lora_A.weight", q+".lora_B.weight", dtype.F32), raw{q + ".lora_B.bias", dtype.F32, []int{3}, valsB[:3]}), nil,
+			[]string{q + ".lora_B.bias", "want [4]"}},
+		{"bias twice", append(pairOf(q+".lora_A.weight", q+".lora_B.weight", dtype.F32), raw{q + ".lora_B.bias", dtype.F32, []int{4}, valsB[:4]},
+			raw{"diffusion_model.blocks.0.self_attn.q.diff_b", dtype.F32, []int{4}, valsB[:4]}), nil, []string{"diff_b"}},
+		{"head difference beside a pair", append(pairOf("proj_out.lora_A.weight", "proj_out.lora_B.weight", dtype.F32),
+			raw{"diffusion_model.head.head.diff", dtype.F32, []int{4, 3}, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}), nil, []string{"head.head.diff"}},
 		{"bad metadata", pairOf(q+".lora_A.weight", q+".lora_B.weight", dtype.F32), meta("{"), []string{metadataKey, "JSON"}},
 		{"metadata alpha is text", pairOf(q+".lora_A.weight", q+".lora_B.weight", dtype.F32), meta(`{"lora_alpha": "8"}`), []string{metadataKey, "lora_alpha"}},
 		{"metadata bad pattern", pairOf(q+".lora_A.weight", q+".lora_B.weight", dtype.F32), meta(`{"alpha_pattern": {"(": 2}}`), []string{"alpha_pattern", "regular expression"}},

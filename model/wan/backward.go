@@ -228,8 +228,8 @@ func (b *bwd) linearBack(dy, x *tensor.Tensor, l linear, name string, lows []*te
 	}
 	for i, a := range l.lora {
 		wantLow := wantDX || a.GradA != nil
-		if !wantLow && a.GradB == nil {
-			continue
+		if a.A == nil || !wantLow && a.GradB == nil {
+			continue // a bias alone passes the gradient through unchanged
 		}
 		// up = Scale·(x·Aᵀ)·Bᵀ: dB += Scale·dyᵀ·low, dlow = Scale·dy·B,
 		// then dA += dlowᵀ·x and dx += dlow·A.

@@ -19,6 +19,10 @@ type LoRA struct {
 	A, B *tensor.Tensor
 	// Scale is alpha/rank times the user's multiplier.
 	Scale float32
+	// Bias, when set, is added to the output as it is ([1, out], the
+	// file's bias already times the user's multiplier). A and B may then be
+	// nil: a bias alone.
+	Bias *tensor.Tensor
 	// GradA and GradB, when set, receive the adapter's gradients in a
 	// training backward pass (accumulated, like every weight gradient).
 	GradA, GradB *tensor.Tensor
@@ -85,11 +89,8 @@ func (m *Model) SetLoRA(ls []LoRA) error {
 		if _, ok := mods[l.Module]; !ok {
 			return fmt.Errorf("wan: LoRA for %q: the transformer has no such Linear", l.Module)
 		}
-		s := shapes[l.Module]
-		if l.A == nil || l.B == nil || l.A.Rank() != 2 || l.B.Rank() != 2 || l.A.Dim(0) != l.B.Dim(1) ||
-			l.A.Dim(1) != s[1] || l.B.Dim(0) != s[0] {
-			return fmt.Errorf("wan: LoRA for %q: A %v and B %v do not fit the Linear [%d, %d] (want A [rank, %d], B [%d, rank])",
-				l.Module, l.A, l.B, s[0], s[1], s[1], s[0])
+		if err := l.fits(shapes[l.Module]); err != nil {
+			return err
 		}
 	}
 	for _, l := range mods {
@@ -101,7 +102,25 @@ func (m *Model) SetLoRA(ls []LoRA) error {
 	return nil
 }
 
-// project is a Linear with its adapters: x·Wᵀ + b + Σ Scale·(x·Aᵀ)·Bᵀ.
+// fits checks an adapter against its Linear's [out, in]: a pair of A
+// [rank, in] and B [out, rank], a bias [1, out], or both.
+func (l LoRA) fits(s [2]int) error {
+	pair := l.A != nil || l.B != nil
+	if pair && (l.A == nil || l.B == nil || l.A.Rank() != 2 || l.B.Rank() != 2 || l.A.Dim(0) != l.B.Dim(1) ||
+		l.A.Dim(1) != s[1] || l.B.Dim(0) != s[0]) {
+		return fmt.Errorf("wan: LoRA for %q: A %v and B %v do not fit the Linear [%d, %d] (want A [rank, %d], B [%d, rank])",
+			l.Module, l.A, l.B, s[0], s[1], s[1], s[0])
+	}
+	if l.Bias != nil && (l.Bias.Len() != s[0] || l.Bias.Dim(-1) != s[0]) {
+		return fmt.Errorf("wan: LoRA for %q: bias %v does not fit the Linear's %d outputs", l.Module, l.Bias, s[0])
+	}
+	if !pair && l.Bias == nil {
+		return fmt.Errorf("wan: LoRA for %q holds neither a pair nor a bias", l.Module)
+	}
+	return nil
+}
+
+// project is a Linear with its adapters: x·Wᵀ + b + Σ (Scale·(x·Aᵀ)·Bᵀ + Bias).
 // Each adapter's product is added a block of rows at a time (see byRows),
 // so that it never needs a second output-sized tensor: what an adapter
 // adds to the device peak is its rank-wide x·Aᵀ and a few MB.

@@ -296,6 +296,13 @@ func projectTrain(ops *tensor.Ops, x *tensor.Tensor, l linear) (*tensor.Tensor, 
 	y := ops.Linear(x, l.W, l.B)
 	var lows []*tensor.Tensor
 	for _, a := range l.lora {
+		if a.Bias != nil {
+			ops.AddInPlace(y, a.Bias)
+		}
+		if a.A == nil {
+			lows = append(lows, nil) // a bias alone: nothing for the backward
+			continue
+		}
 		low := ops.Linear(x, a.A, nil)
 		byRows(ops, y.Dim(-1), func(r []*tensor.Tensor) {
 			up := ops.Linear(r[1], a.B, nil)

@@ -61,9 +61,12 @@ func LoRABytes(ls []LoRA) int64 {
 	var n int64
 	for _, l := range ls {
 		for _, a := range l.Adapters {
-			// From the shapes (A is rank×in, B out×rank): adapters read by
-			// CheckLoRA carry no values.
+			// From the shapes (A is rank×in, B out×rank, a bias out): adapters
+			// read by CheckLoRA carry no values.
 			n += int64(alignUp(a.Rank*a.In) + alignUp(a.Out*a.Rank))
+			if a.HasBias {
+				n += int64(alignUp(a.Out))
+			}
 		}
 	}
 	return 4 * n
@@ -76,6 +79,9 @@ func LoRARanks(ls []LoRA) map[string][]int {
 	var out map[string][]int
 	for _, l := range ls {
 		for _, a := range l.Adapters {
+			if a.BiasOnly() {
+				continue // an added bias keeps no intermediate
+			}
 			if out == nil {
 				out = map[string][]int{}
 			}
@@ -87,10 +93,23 @@ func LoRARanks(ls []LoRA) map[string][]int {
 
 func alignUp(n int) int { return (n + loraAlign - 1) / loraAlign * loraAlign }
 
+// scaled is v times s, v itself when s is 1.
+func scaled(v []float32, s float32) []float32 {
+	if s == 1 {
+		return v
+	}
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = x * s
+	}
+	return out
+}
+
 // UploadLoRA copies the adapters of ls to ops' device as float32, in one
 // buffer the caller frees after the transformer no longer uses them, and
 // returns them as the transformer takes them (wanmodel.Model.SetLoRA), each
-// scaled by its file's Scale times alpha/rank. No LoRA gives nil, nil.
+// product scaled by its file's Scale times alpha/rank, each bias uploaded
+// times its file's Scale. No LoRA gives nil, nil.
 func UploadLoRA(ops *tensor.Ops, ls []LoRA) ([]wanmodel.LoRA, *tensor.Tensor, error) {
 	if len(ls) == 0 {
 		return nil, nil, nil
@@ -98,6 +117,11 @@ func UploadLoRA(ops *tensor.Ops, ls []LoRA) ([]wanmodel.LoRA, *tensor.Tensor, er
 	for _, l := range ls {
 		if len(l.Adapters) == 0 {
 			return nil, nil, fmt.Errorf("LoRA %s: no adapters loaded (Pipeline.LoadLoRA reads them)", l.File)
+		}
+		for _, a := range l.Adapters {
+			if len(a.A) != a.Rank*a.In || len(a.B) != a.Out*a.Rank || a.HasBias && len(a.Bias) != a.Out {
+				return nil, nil, fmt.Errorf("LoRA %s: adapter %s has no values loaded (Pipeline.LoadLoRA reads them)", l.File, a.Module)
+			}
 		}
 	}
 	n := LoRABytes(ls) / 4
@@ -122,8 +146,15 @@ func UploadLoRA(ops *tensor.Ops, ls []LoRA) ([]wanmodel.LoRA, *tensor.Tensor, er
 	}
 	for _, l := range ls {
 		for _, a := range l.Adapters {
-			out = append(out, wanmodel.LoRA{Module: a.Module, A: put(a.A, a.Rank, a.In), B: put(a.B, a.Out, a.Rank),
-				Scale: float32(l.Scale * float64(a.Alpha) / float64(a.Rank))})
+			w := wanmodel.LoRA{Module: a.Module}
+			if !a.BiasOnly() {
+				w.A, w.B = put(a.A, a.Rank, a.In), put(a.B, a.Out, a.Rank)
+				w.Scale = float32(l.Scale * float64(a.Alpha) / float64(a.Rank))
+			}
+			if a.HasBias {
+				w.Bias = put(scaled(a.Bias, float32(l.Scale)), 1, a.Out)
+			}
+			out = append(out, w)
 		}
 	}
 	if err := ops.Err(); err != nil {

@@ -178,6 +178,12 @@ func TestLoRAPeaksPredicted(t *testing.T) {
 		ads = append(ads, lora.Adapter{Module: m, Rank: rank, In: s[1], Out: s[0], Alpha: float32(rank),
 			A: modeltest.Randn(uint64(2*i), rank*s[1]), B: modeltest.Randn(uint64(2*i+1), s[0]*rank)})
 	}
+	// A bias beside a pair, and a bias alone (ComfyUI's diff_b): bytes in
+	// the adapters' buffer, no intermediate.
+	last := &ads[len(ads)-1]
+	last.HasBias, last.Bias = true, modeltest.Randn(9, last.Out)
+	v := shapes["blocks.0.attn2.to_v"]
+	ads = append(ads, lora.Adapter{Module: "blocks.0.attn2.to_v", Out: v[0], HasBias: true, Bias: modeltest.Randn(10, v[0])})
 	loras := []LoRA{{File: "test", Scale: 0.5, Adapters: ads}}
 	req := Request{Prompt: "a lighthouse", Height: 64, Width: 96, Frames: 5, Steps: 2, Guidance: 5,
 		MaxSeqLen: 512, Seed: 1, Image: img, LoRAs: loras}
