@@ -24,6 +24,10 @@ func (p part) String() string {
 	return [...]string{"lora_A (down)", "lora_B (up)", "alpha", "lora_B.bias", "diff_b", "diff"}[p]
 }
 
+// difference says the part is one of the differences (diff_b, diff) that
+// ComfyUI-style files hold and diffusers drops where it maps no module.
+func (p part) difference() bool { return p == partDiffB || p == partDiff }
+
 // blockTails maps the name of a Linear inside transformer block i, after
 // "blocks.i.", in diffusers' or the original Wan naming, to diffusers'.
 // add_k_proj / add_v_proj exist only in image-to-video models.
@@ -88,7 +92,8 @@ var errUnsupported = errors.New("not supported")
 
 // errSkipped marks keys diffusers' loader drops without applying them
 // (_convert_non_diffusers_wan_lora_to_diffusers): differences of norm
-// layers, and full weight differences (.diff) of any Linear but the head.
+// layers and of modules it does not map, and full weight differences
+// (.diff) of any Linear but the head.
 var errSkipped = errors.New("skipped")
 
 // parseKey maps a tensor name of any supported naming to the diffusers
@@ -112,10 +117,8 @@ func parseKey(name string) (module string, p part, err error) {
 		return "", 0, err
 	}
 	module, err = canonical(mod)
-	if err != nil && (p == partDiff || p == partDiffB) {
-		// diffusers leaves the differences of modules it does not map (the
-		// patch embedding's) unapplied.
-		return "", 0, fmt.Errorf("a difference of %s: %w", mod, errSkipped)
+	if err != nil && p.difference() {
+		return "", 0, unmapped(mod)
 	}
 	if err == nil {
 		err = skippedDiff(module, p)
@@ -127,7 +130,7 @@ func parseKey(name string) (module string, p part, err error) {
 // differences (its Linear-less modules hold nothing ferry could adapt) and
 // a full weight difference of a Linear but the head.
 func skippedNorm(mod string, p part) error {
-	if (p == partDiff || p == partDiffB) && strings.Contains(mod, "norm") {
+	if p.difference() && strings.Contains(mod, "norm") {
 		return fmt.Errorf("a norm layer's difference: %w", errSkipped)
 	}
 	return nil
@@ -139,6 +142,10 @@ func skippedDiff(module string, p part) error {
 	}
 	return nil
 }
+
+// unmapped skips a difference of a module that is no Linear (the patch
+// embedding's), which diffusers leaves unapplied.
+func unmapped(mod string) error { return fmt.Errorf("a difference of %s: %w", mod, errSkipped) }
 
 // diffHead is the one Linear whose full weight difference (head.head.diff,
 // as the lightx2v distillation LoRAs store it) diffusers applies: as a
@@ -230,6 +237,9 @@ func parseKohya(rest string) (string, part, error) {
 		}
 	} else if m, known := kohyaGlobals[lname]; known {
 		return m, p, skippedDiff(m, p)
+	}
+	if p.difference() {
+		return "", 0, unmapped(lname)
 	}
 	return "", 0, fmt.Errorf("unknown module %q: not a Linear of a Wan transformer", lname)
 }
