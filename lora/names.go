@@ -145,7 +145,7 @@ func skippedDiff(module string, p part) error {
 
 // unmapped skips a difference of a module that is no Linear (the patch
 // embedding's), which diffusers leaves unapplied.
-func unmapped(mod string) error { return fmt.Errorf("a difference of %s: %w", mod, errSkipped) }
+func unmapped(mod string) error { return fmt.Errorf("a difference of %q: %w", mod, errSkipped) }
 
 // diffHead is the one Linear whose full weight difference (head.head.diff,
 // as the lightx2v distillation LoRAs store it) diffusers applies: as a
