@@ -1,7 +1,9 @@
 package pytext
 
 import (
+	"bytes"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -35,10 +37,10 @@ func fixEncodingStep(s string) string {
 			return fixed
 		}
 	}
-	if start, _ := utf8DetectorFind([]rune(s), 0); start >= 0 {
-		if fixed := decodeInconsistentUTF8(s); fixed != s {
-			return fixed
-		}
+	// ftfy searches UTF8_DETECTOR_RE first; without a match the fix
+	// returns the text as it is, so the search need not run twice.
+	if fixed := decodeInconsistentUTF8(s); fixed != s {
+		return fixed
 	}
 	// ftfy checks for "windows-1252" among the encodings it could encode
 	// with, but its list only has "sloppy-windows-1252", so text that is
@@ -144,12 +146,7 @@ func restoreAGrave(b []byte) []byte {
 }
 
 func hasAnyPrefix(b []byte, prefixes [][]byte) bool {
-	for _, p := range prefixes {
-		if len(b) >= len(p) && string(b[:len(p)]) == string(p) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(prefixes, func(p []byte) bool { return bytes.HasPrefix(b, p) })
 }
 
 // replaceLossySequences is ftfy.fixes.replace_lossy_sequences: each lossy
@@ -221,7 +218,7 @@ func utf8SequenceAt(rs []rune, p int) int {
 	if p >= len(rs) {
 		return 0
 	}
-	for n, lead := range []map[rune]bool{utf8FirstOf2, utf8FirstOf3, utf8FirstOf4} {
+	for n, lead := range utf8Leads {
 		if lead[rs[p]] && continuationsAt(rs, p+1, n+1) {
 			return n + 2
 		}
@@ -251,6 +248,9 @@ var (
 		"ΒΓΔΕΖΗΘΙΚΛΜΝΞΟΠΡΣΤΥΦΧΨΩΪΫάέήίВГДЕЖЗИЙКЛМНОПРСТУФХЦЧШЩЪЫЬЭЮЯ")
 	utf8FirstOf3 = runeSet("áăâäàāąåãæćčçďéěêëėèēęģíîïìīįķĺļŕźΰαβγδεζηθικλμνξοабвгдежзийклмноп")
 	utf8FirstOf4 = runeSet("đðğóšπσру")
+	// utf8Leads are the lead sets of 2-, 3- and 4-byte sequences, in the
+	// order the pattern's alternatives try them.
+	utf8Leads = [...]map[rune]bool{utf8FirstOf2, utf8FirstOf3, utf8FirstOf4}
 
 	continuationLetters = "ĄÆĽŁØŖŚŠŞŤŸŹŽŻŒąæƒľłøŗśšşťźžżœˆˇ˘˛˜˝΄΅ΆΈΉΊΌΎΏЁЂЃЄЅІЇЈЉЊЋЌЎЏёђѓєѕіїјљњћќўџҐґ"
 
