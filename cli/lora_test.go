@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"encoding/binary"
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +15,7 @@ import (
 	"ferry/model/modeltest"
 	"ferry/model/wan"
 	pipewan "ferry/pipeline/wan"
+	"ferry/tensor"
 )
 
 // tinyLoRA writes a rank-2 LoRA on every default target of the wan-tiny
@@ -242,11 +241,11 @@ func TestGenerateLoRADiffB(t *testing.T) {
 	_, shapes := cfg.LinearShapes()
 	q, f2 := shapes["blocks.0.attn1.to_q"], shapes["blocks.0.ffn.net.2"]
 	values := func(n int, v float32) []byte {
-		b := make([]byte, 4*n)
-		for i := range n {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		data := make([]float32, n)
+		for i := range data {
+			data[i] = v
 		}
-		return b
+		return tensor.FromF32(data, n).Raw()
 	}
 	write := func(name string, bias float32) string {
 		dm := "diffusion_model.blocks.0."

@@ -43,12 +43,7 @@ func TestLoRABias(t *testing.T) {
 		_, shapes := cfg.LinearShapes()
 		out := shapes[mod][0]
 		d := modeltest.Randn(3, out)
-		bias, _ := synthesize(cfg, 8).Get(mod + ".bias")
-		moved := make([]float32, out)
-		for i := range moved {
-			moved[i] = bias[i] + d[i]
-		}
-		want := run(map[string][]float32{mod + ".bias": moved}, nil)
+		want := run(movedBias(cfg, mod, d), nil)
 		got := run(nil, func(ops *tensor.Ops) []LoRA {
 			return []LoRA{{Module: mod, Bias: ops.Upload(d, 1, out)}}
 		})
@@ -68,12 +63,7 @@ func TestLoRABias(t *testing.T) {
 	pair := func(ops *tensor.Ops) LoRA {
 		return LoRA{Module: mod, A: ops.Upload(a, 2, s[1]), B: ops.Upload(b, s[0], 2), Scale: 0.5}
 	}
-	bias, _ := synthesize(cfg, 8).Get(mod + ".bias")
-	moved := make([]float32, s[0])
-	for i := range moved {
-		moved[i] = bias[i] + d[i]
-	}
-	want := run(map[string][]float32{mod + ".bias": moved}, func(ops *tensor.Ops) []LoRA { return []LoRA{pair(ops)} })
+	want := run(movedBias(cfg, mod, d), func(ops *tensor.Ops) []LoRA { return []LoRA{pair(ops)} })
 	got := run(nil, func(ops *tensor.Ops) []LoRA {
 		l := pair(ops)
 		l.Bias = ops.Upload(d, 1, s[0])
@@ -82,6 +72,17 @@ func TestLoRABias(t *testing.T) {
 	if diff := maxDiff(got, want); diff > 1e-5 {
 		t.Errorf("%s: pair and bias differ from the pair over the moved bias by %g", mod, diff)
 	}
+}
+
+// movedBias is the synthetic weights' bias of mod plus d, as the
+// replacement tensor TestLoRABias runs with.
+func movedBias(cfg Config, mod string, d []float32) map[string][]float32 {
+	bias, _ := synthesize(cfg, 8).Get(mod + ".bias")
+	moved := make([]float32, len(d))
+	for i := range moved {
+		moved[i] = bias[i] + d[i]
+	}
+	return map[string][]float32{mod + ".bias": moved}
 }
 
 // TestLoRAFits: SetLoRA takes a pair, a bias or both, and refuses a bias
