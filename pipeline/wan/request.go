@@ -84,7 +84,7 @@ func (r *Request) Defaults() (notes []string) {
 	if r.Frames == 0 {
 		r.Frames = 81
 		if n := len(r.Video); n > 0 {
-			r.Frames = (n-1)/4*4 + 1
+			r.Frames, _ = nearestFrames(n) // the largest 4k+1 the video holds
 		}
 	}
 	if f := roundFrames(r.Frames); f != r.Frames {
