@@ -225,10 +225,7 @@ func checkMatrix(t *checkpoint.TensorInfo) error {
 	if len(t.Shape) != 2 || t.Shape[0] == 0 || t.Shape[1] == 0 {
 		return fmt.Errorf("tensor %q: shape %v, want a non-empty matrix (LoRAs of convolutions are not supported)", t.Name, t.Shape)
 	}
-	if !isFloat(t.DType) {
-		return fmt.Errorf("tensor %q: dtype %s, want F32, BF16, F16 or F64", t.Name, t.DType)
-	}
-	return nil
+	return checkFloat(t)
 }
 
 // readBias checks a bias of out values and reads it when values is set.
@@ -236,8 +233,8 @@ func readBias(f *checkpoint.File, t *checkpoint.TensorInfo, out int, values bool
 	if len(t.Shape) != 1 || t.Shape[0] != out {
 		return nil, fmt.Errorf("tensor %q: shape %v, want [%d] (the module's outputs)", t.Name, t.Shape, out)
 	}
-	if !isFloat(t.DType) {
-		return nil, fmt.Errorf("tensor %q: dtype %s, want F32, BF16, F16 or F64", t.Name, t.DType)
+	if err := checkFloat(t); err != nil {
+		return nil, err
 	}
 	if !values {
 		return nil, nil
@@ -267,8 +264,14 @@ func alphaFor(f *checkpoint.File, mod string, rank int, t *checkpoint.TensorInfo
 	return v[0], nil
 }
 
-func isFloat(d dtype.DType) bool {
-	return d == dtype.F32 || d == dtype.BF16 || d == dtype.F16 || d == dtype.F64
+// checkFloat refuses a tensor stored in a dtype other than the float ones
+// LoRA files use.
+func checkFloat(t *checkpoint.TensorInfo) error {
+	switch t.DType {
+	case dtype.F32, dtype.BF16, dtype.F16, dtype.F64:
+		return nil
+	}
+	return fmt.Errorf("tensor %q: dtype %s, want F32, BF16, F16 or F64", t.Name, t.DType)
 }
 
 // readFinite reads a tensor as float32 and refuses NaN and infinities,
