@@ -54,6 +54,62 @@
 	VMULPS       Y7, Y9, Y9; \
 	VMULPS       Y8, Y9, Y9
 
+// EXP8X2 is EXP8 on two vectors at once, its instructions interleaved:
+// Y9 = exp(Y0) (destroying Y0, Y7, Y8) and Y5 = exp(Y2) (destroying Y2,
+// Y3, Y4). One exp is a chain of about 50 cycles of dependent
+// instructions, which one vector an iteration could not keep the FP pipes
+// busy with: two interleaved ran expColsAVX2 in 0.82x the time on Zen 3
+// (BenchmarkSoftmaxColumns).
+#define EXP8X2 \
+	VMOVUPS      expLo<>(SB), Y8; \
+	VMAXPS       Y0, Y8, Y0; \
+	VMAXPS       Y2, Y8, Y2; \
+	VMOVUPS      expHi<>(SB), Y8; \
+	VMINPS       Y0, Y8, Y0; \
+	VMINPS       Y2, Y8, Y2; \
+	VMULPS       log2e<>(SB), Y0, Y8; \
+	VMULPS       log2e<>(SB), Y2, Y4; \
+	VROUNDPS     $0, Y8, Y8; \
+	VROUNDPS     $0, Y4, Y4; \
+	VFNMADD231PS ln2hi<>(SB), Y8, Y0; \
+	VFNMADD231PS ln2hi<>(SB), Y4, Y2; \
+	VFNMADD231PS ln2lo<>(SB), Y8, Y0; \
+	VFNMADD231PS ln2lo<>(SB), Y4, Y2; \
+	VMOVUPS      expC7<>(SB), Y9; \
+	VMOVUPS      Y9, Y5; \
+	VFMADD213PS  expC6<>(SB), Y0, Y9; \
+	VFMADD213PS  expC6<>(SB), Y2, Y5; \
+	VFMADD213PS  expC5<>(SB), Y0, Y9; \
+	VFMADD213PS  expC5<>(SB), Y2, Y5; \
+	VFMADD213PS  expC4<>(SB), Y0, Y9; \
+	VFMADD213PS  expC4<>(SB), Y2, Y5; \
+	VFMADD213PS  expC3<>(SB), Y0, Y9; \
+	VFMADD213PS  expC3<>(SB), Y2, Y5; \
+	VFMADD213PS  expC2<>(SB), Y0, Y9; \
+	VFMADD213PS  expC2<>(SB), Y2, Y5; \
+	VFMADD213PS  one<>(SB), Y0, Y9; \
+	VFMADD213PS  one<>(SB), Y2, Y5; \
+	VFMADD213PS  one<>(SB), Y0, Y9; \
+	VFMADD213PS  one<>(SB), Y2, Y5; \
+	VCVTPS2DQ    Y8, Y8; \
+	VCVTPS2DQ    Y4, Y4; \
+	VPSRAD       $1, Y8, Y7; \
+	VPSRAD       $1, Y4, Y3; \
+	VPSUBD       Y7, Y8, Y8; \
+	VPSUBD       Y3, Y4, Y4; \
+	VPADDD       expBias<>(SB), Y7, Y7; \
+	VPADDD       expBias<>(SB), Y3, Y3; \
+	VPSLLD       $23, Y7, Y7; \
+	VPSLLD       $23, Y3, Y3; \
+	VPADDD       expBias<>(SB), Y8, Y8; \
+	VPADDD       expBias<>(SB), Y4, Y4; \
+	VPSLLD       $23, Y8, Y8; \
+	VPSLLD       $23, Y4, Y4; \
+	VMULPS       Y7, Y9, Y9; \
+	VMULPS       Y3, Y5, Y5; \
+	VMULPS       Y8, Y9, Y9; \
+	VMULPS       Y4, Y5, Y5
+
 // HSUM folds the 8 lanes of Y0 into X0's lane 0 (X1 is lost); HMAX the same
 // with max.
 #define HSUM \
@@ -148,8 +204,15 @@ expreduce:
 	VZEROUPPER
 	RET
 
-// Column kernels of the transposed online softmax (see simd_amd64.s): 8
-// columns at a time down every row, the last block under the mask Y15.
+// Column kernels of the transposed online softmax (see simd_amd64.s). They
+// sweep the tile row by row, as colMaxGo and expColsGo do, keeping the whole
+// vectors' running values in memory (mx, sum: in L1) and the last partial
+// vector's in a register under the mask Y15 (AMD's masked stores are slow:
+// one, after the last row). Walking 8 columns down every row instead read
+// rows 512 bytes apart (128 queries), which fall into 8 of L1's 64 sets:
+// the line's other half was gone by the time the next 8 columns came to
+// it (the AVX-512 kernels read whole lines, 16 columns). Row by row,
+// colMaxAVX2 takes 0.52x the time on Zen 3 (BenchmarkSoftmaxColumns).
 
 // func colMaxAVX2(mx, s *float32, rows, cols int)
 TEXT ·colMaxAVX2(SB), NOSPLIT, $0-32
@@ -157,121 +220,116 @@ TEXT ·colMaxAVX2(SB), NOSPLIT, $0-32
 	MOVQ s+8(FP), SI
 	MOVQ rows+16(FP), DX
 	MOVQ cols+24(FP), CX
-	MOVQ CX, BX
-	SHLQ $2, BX // row stride in bytes
+	MOVQ CX, R12
+	SHLQ $2, R12 // row stride in bytes
+	MOVQ CX, R11
+	ANDQ $7, R11 // tail columns, kept in Y1 across the rows
+	MOVQ R11, AX
+	TAILMASK2(AX, R13, Y15)
+	SUBQ R11, CX
+	SHLQ $2, CX  // bytes of whole vectors in a row
+	LEAQ (DI)(CX*1), R13
+	VMASKMOVPS (R13), Y15, Y1
 
-cmblock:
-	VPCMPEQD Y15, Y15, Y15 // all 8 columns, or the CX < 8 left
-	CMPQ     CX, $8
-	JGE      cmload
-	MOVQ     CX, AX
-	TAILMASK2(AX, R10, Y15)
+cmrow:
+	TESTQ DX, DX
+	JEQ   cmdone
+	XORQ  BX, BX
 
-cmload:
-	VMASKMOVPS (DI), Y15, Y0
-	VMOVAPS    Y0, Y2
-	MOVQ       SI, R8
-	MOVQ       DX, R9
+cmvec:
+	CMPQ    BX, CX
+	JGE     cmtail
+	VMOVUPS (SI)(BX*1), Y0
+	VMAXPS  (DI)(BX*1), Y0, Y0 // x > mx ? x : mx, as colMaxGo
+	VMOVUPS Y0, (DI)(BX*1)
+	ADDQ    $32, BX
+	JMP     cmvec
 
-cmpair:
-	CMPQ       R9, $2
-	JLT        cmlast
-	VMASKMOVPS (R8), Y15, Y1
-	VMAXPS     Y1, Y0, Y0
-	VMASKMOVPS (R8)(BX*1), Y15, Y3
-	VMAXPS     Y3, Y2, Y2
-	LEAQ       (R8)(BX*2), R8
-	SUBQ       $2, R9
-	JMP        cmpair
-
-cmlast:
-	TESTQ      R9, R9
-	JEQ        cmstore
-	VMASKMOVPS (R8), Y15, Y1
-	VMAXPS     Y1, Y0, Y0
-
-cmstore:
-	VMAXPS     Y2, Y0, Y0
-	CMPQ       CX, $8
-	JLT        cmpart
-	VMOVUPS    Y0, (DI)
-	JMP        cmnext
-
-cmpart:
-	VMASKMOVPS Y0, Y15, (DI)
+cmtail:
+	TESTQ      R11, R11
+	JEQ        cmnext
+	VMASKMOVPS (SI)(BX*1), Y15, Y0
+	VMAXPS     Y1, Y0, Y1
 
 cmnext:
-	ADDQ $32, DI
-	ADDQ $32, SI
-	SUBQ $8, CX
-	JG   cmblock
+	ADDQ R12, SI
+	DECQ DX
+	JMP  cmrow
+
+cmdone:
+	VMASKMOVPS Y1, Y15, (R13)
 	VZEROUPPER
 	RET
 
 // func expColsAVX2(s, mx, sum *float32, rows, cols int)
-//
-// Full blocks store plainly; the last, partial one under its mask (AMD's
-// masked stores are slow, so only there).
 TEXT ·expColsAVX2(SB), NOSPLIT, $0-40
 	MOVQ s+0(FP), SI
 	MOVQ mx+8(FP), DI
 	MOVQ sum+16(FP), R10
 	MOVQ rows+24(FP), DX
 	MOVQ cols+32(FP), CX
-	MOVQ CX, BX
-	SHLQ $2, BX
-
-ecblock:
-	CMPQ    CX, $8
-	JLT     ecpart
-	VMOVUPS (DI), Y1
-	VMOVUPS (R10), Y6
-	MOVQ    SI, R8
-	MOVQ    DX, R9
+	MOVQ CX, R12
+	SHLQ $2, R12 // row stride in bytes
+	MOVQ CX, R11
+	ANDQ $7, R11 // tail columns: their max in Y1, their sum in Y6
+	MOVQ R11, AX
+	TAILMASK2(AX, R13, Y15)
+	SUBQ R11, CX
+	SHLQ $2, CX  // bytes of whole vectors in a row
+	VMASKMOVPS (DI)(CX*1), Y15, Y1
+	VMASKMOVPS (R10)(CX*1), Y15, Y6
 
 ecrow:
-	TESTQ   R9, R9
-	JEQ     ecstore
-	VMOVUPS (R8), Y0
-	VSUBPS  Y1, Y0, Y0
+	TESTQ DX, DX
+	JEQ   ecdone
+	XORQ  BX, BX
+
+ecpair:
+	LEAQ    32(BX), AX
+	CMPQ    AX, CX
+	JGE     ecvec
+	VMOVUPS (SI)(BX*1), Y0
+	VSUBPS  (DI)(BX*1), Y0, Y0
+	VMOVUPS 32(SI)(BX*1), Y2
+	VSUBPS  32(DI)(BX*1), Y2, Y2
+	EXP8X2
+	VMOVUPS Y9, (SI)(BX*1)
+	VMOVUPS Y5, 32(SI)(BX*1)
+	VADDPS  (R10)(BX*1), Y9, Y9
+	VADDPS  32(R10)(BX*1), Y5, Y5
+	VMOVUPS Y9, (R10)(BX*1)
+	VMOVUPS Y5, 32(R10)(BX*1)
+	ADDQ    $64, BX
+	JMP     ecpair
+
+ecvec:
+	CMPQ    BX, CX
+	JGE     ectail
+	VMOVUPS (SI)(BX*1), Y0
+	VSUBPS  (DI)(BX*1), Y0, Y0
 	EXP8
-	VMOVUPS Y9, (R8)
-	VADDPS  Y9, Y6, Y6
-	ADDQ    BX, R8
-	DECQ    R9
-	JMP     ecrow
+	VMOVUPS Y9, (SI)(BX*1)
+	VADDPS  (R10)(BX*1), Y9, Y9
+	VMOVUPS Y9, (R10)(BX*1)
+	ADDQ    $32, BX
+	JMP     ecvec
 
-ecstore:
-	VMOVUPS Y6, (R10)
-	ADDQ    $32, SI
-	ADDQ    $32, DI
-	ADDQ    $32, R10
-	SUBQ    $8, CX
-	JG      ecblock
-	VZEROUPPER
-	RET
-
-ecpart:
-	TAILMASK2(CX, R11, Y15)
-	VMASKMOVPS (DI), Y15, Y1
-	VMASKMOVPS (R10), Y15, Y6
-	MOVQ       SI, R8
-	MOVQ       DX, R9
-
-ecprow:
-	TESTQ      R9, R9
-	JEQ        ecpstore
-	VMASKMOVPS (R8), Y15, Y0
+ectail:
+	TESTQ      R11, R11
+	JEQ        ecnext
+	VMASKMOVPS (SI)(BX*1), Y15, Y0
 	VSUBPS     Y1, Y0, Y0
 	EXP8
-	VMASKMOVPS Y9, Y15, (R8)
+	VMASKMOVPS Y9, Y15, (SI)(BX*1)
 	VADDPS     Y9, Y6, Y6
-	ADDQ       BX, R8
-	DECQ       R9
-	JMP        ecprow
 
-ecpstore:
-	VMASKMOVPS Y6, Y15, (R10)
+ecnext:
+	ADDQ R12, SI
+	DECQ DX
+	JMP  ecrow
+
+ecdone:
+	VMASKMOVPS Y6, Y15, (R10)(CX*1)
 	VZEROUPPER
 	RET
 

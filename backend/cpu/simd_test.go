@@ -285,3 +285,40 @@ func TestColumnKernels(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkSoftmaxColumns times the column kernels of the transposed
+// online softmax (attention_transposed.go) on one score tile, attnTileK
+// keys × attnTileQ queries, under each kernel level this CPU runs, in
+// nanoseconds per score.
+func BenchmarkSoftmaxColumns(b *testing.B) {
+	rows, cols := attnTileK, attnTileQ
+	s := make([]float32, rows*cols)
+	for i := range s {
+		s[i] = float32(i%97) / 97
+	}
+	mx, sum := make([]float32, cols), make([]float32, cols)
+	defer installKernels(installedISA)
+	for l := isaGeneric; l <= detectedISA(); l++ {
+		installKernels(l)
+		perScore := func(b *testing.B) {
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows*cols), "ns/score")
+		}
+		b.Run(l.String()+"/colMax", func(b *testing.B) {
+			for range b.N {
+				colMax(mx, s)
+			}
+			perScore(b)
+		})
+		b.Run(l.String()+"/expCols", func(b *testing.B) {
+			for range b.N {
+				clear(sum)
+				// Each pass leaves s in [1/e, 1]: exp(s - 1) stays there.
+				for i := range mx {
+					mx[i] = 1
+				}
+				expCols(s, mx, sum)
+			}
+			perScore(b)
+		})
+	}
+}
