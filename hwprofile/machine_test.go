@@ -126,25 +126,43 @@ func TestMeasuredProfileRecordsMachine(t *testing.T) {
 	}
 }
 
-// TestDefaultsPerISA: the AVX2 defaults are below the AVX-512 ones for
-// every compute figure, and both scale with the cores.
+// TestDefaultsPerISA: each kernel level gets its own table, the AVX2
+// GEMMs below the AVX-512 ones, and every compute figure scales with the
+// cores.
 func TestDefaultsPerISA(t *testing.T) {
-	a512 := DefaultFor(Machine{Kernels: "avx512", Cores: 4})
-	a2 := DefaultFor(Machine{Kernels: "avx2", Cores: 4})
-	if a2.GEMMGFLOPS("go") != 2*avx2Rates.goGEMM || a512.GEMMGFLOPS("go") != 2*avx512Rates.goGEMM {
-		t.Fatalf("go GEMM defaults %g (avx2), %g (avx512) on 4 cores", a2.GEMMGFLOPS("go"), a512.GEMMGFLOPS("go"))
+	for _, c := range []struct {
+		kernels string
+		rates   computeRates
+	}{{"avx512", avx512Rates}, {"avx2", avx2Rates}, {"generic", avx2Rates}} {
+		for _, cores := range []int{2, 4} {
+			p := DefaultFor(Machine{Kernels: c.kernels, Cores: cores})
+			scale := float64(cores) / 2
+			r := c.rates
+			for name, pair := range map[string][2]float64{
+				"go GEMM":         {p.GEMMGFLOPS("go"), r.goGEMM},
+				"openblas":        {p.GEMMGFLOPS("openblas"), r.openblas},
+				"attention":       {p.AttentionGFLOPS, r.attention},
+				"attention small": {p.AttentionSmallGFLOPS, r.attentionSmall},
+				"conv":            {p.ConvGFLOPS, r.conv},
+				"conv wide":       {p.ConvWideGFLOPS, r.convWide},
+				"conv mid":        {p.ConvMidGFLOPS, r.convMid},
+				"conv small":      {p.ConvSmallGFLOPS, r.convSmall},
+			} {
+				if pair[0] != scale*pair[1] {
+					t.Errorf("%s on %d cores: %s default %g, want %g", c.kernels, cores, name, pair[0], scale*pair[1])
+				}
+			}
+			if err := p.Validate(); err != nil {
+				t.Fatalf("%s on %d cores: %v", c.kernels, cores, err)
+			}
+		}
 	}
 	for name, pair := range map[string][2]float64{
-		"openblas":  {a2.GEMMGFLOPS("openblas"), a512.GEMMGFLOPS("openblas")},
-		"attention": {a2.AttentionGFLOPS, a512.AttentionGFLOPS},
-		"conv":      {a2.ConvGFLOPS, a512.ConvGFLOPS},
-		"conv wide": {a2.ConvWideGFLOPS, a512.ConvWideGFLOPS},
+		"go GEMM":  {avx2Rates.goGEMM, avx512Rates.goGEMM},
+		"openblas": {avx2Rates.openblas, avx512Rates.openblas},
 	} {
 		if !(pair[0] < pair[1]) {
 			t.Errorf("%s: avx2 default %g, not below avx512's %g", name, pair[0], pair[1])
 		}
-	}
-	if err := a2.Validate(); err != nil {
-		t.Fatal(err)
 	}
 }

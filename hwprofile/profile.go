@@ -258,16 +258,19 @@ var avx512Rates = computeRates{
 // avx2Rates: the AVX2 + FMA defaults. The GEMMs are what issue 23 measured
 // on a quiet 2-core Zen 3 VM with `ferry calibrate --json` (OpenBLAS 141,
 // our Go GEMM's AVX2 kernel 114 GFLOP/s; the peak of two Zen 3 cores'
-// FMAs is about 190-220). Attention and convolutions were not measured
-// there: they are the AVX-512 defaults scaled by the Go GEMMs' ratio,
-// 114/180, since on both kinds they run the Go GEMM's kernel for their
-// products (on an AVX-512 VM under FERRY_CPU=avx2, attention ran at
-// 0.6-1.05x that GEMM and convolutions at 1.1-1.3x, as on AVX-512:
-// BenchmarkAttentionVsGEMM, BenchmarkConvVsGEMM), rounded down.
+// FMAs is about 190-220). Attention and convolutions are what `ferry
+// calibrate` measured on another 2-core Zen 3 VM (the slower of two runs,
+// 2026-11-29: Go GEMM 148.6, attention 117.9 and 65.1 small, convolutions
+// 107.6, 145.5 wide, 58.3 mid, 16.5 small), scaled by the GEMM's 114/148.6
+// so that they keep their measured ratios to it, rounded down. They stand
+// above the AVX-512 defaults for attention and convolutions, which were
+// set from early calibrations (15-140 GFLOP/s attention) and not revisited:
+// the AVX-512 figures are the more conservative, not the AVX2 kernels the
+// faster.
 var avx2Rates = computeRates{
 	openblas: 141, goGEMM: 114,
-	attention: 38, attentionSmall: 15,
-	conv: 50, convWide: 57, convMid: 31, convSmall: 5,
+	attention: 90, attentionSmall: 49,
+	conv: 82, convWide: 110, convMid: 44, convSmall: 12,
 }
 
 // ConvPanelWidth is the output channels the default GEMM computes at once
