@@ -59,7 +59,10 @@
 // Y3, Y4). One exp is a chain of about 50 cycles of dependent
 // instructions, which one vector an iteration could not keep the FP pipes
 // busy with: two interleaved ran expColsAVX2 in 0.82x the time on Zen 3
-// (BenchmarkSoftmaxColumns).
+// (BenchmarkSoftmaxColumns). Written once with register parameters and
+// used twice, one exp after the other, it took 1.12x this copy's time, and
+// interleaved by stages of 4-9 instructions 1.09x: the instruction-by-
+// instruction interleave is the point of the copy.
 #define EXP8X2 \
 	VMOVUPS      expLo<>(SB), Y8; \
 	VMAXPS       Y0, Y8, Y0; \
