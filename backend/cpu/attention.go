@@ -39,22 +39,23 @@ type attnScratch struct {
 
 var attnScratchPool sync.Pool
 
-// getAttnScratch returns scratch for query tiles of attnTileQ rows, key
-// tiles of tk, head dimension d and a packed query tile of qLen floats.
-func getAttnScratch(d, tk, qLen int) *attnScratch {
+// getAttnScratch returns scratch for query tiles of rows queries
+// (attnTileQ, or more where a path pads it), key tiles of tk, head
+// dimension d and a packed query tile of qLen floats.
+func getAttnScratch(rows, d, tk, qLen int) *attnScratch {
 	sc, _ := attnScratchPool.Get().(*attnScratch)
-	if sc == nil || cap(sc.s) < attnTileQ*tk || cap(sc.m) < attnTileQ {
+	if sc == nil || cap(sc.s) < rows*tk || cap(sc.m) < rows {
 		sc = &attnScratch{
-			s:   make([]float32, attnTileQ*tk),
-			m:   make([]float32, attnTileQ),
-			l:   make([]float32, attnTileQ),
-			mx:  make([]float32, attnTileQ),
-			cor: make([]float32, attnTileQ),
-			sum: make([]float32, attnTileQ),
+			s:   make([]float32, rows*tk),
+			m:   make([]float32, rows),
+			l:   make([]float32, rows),
+			mx:  make([]float32, rows),
+			cor: make([]float32, rows),
+			sum: make([]float32, rows),
 		}
 	}
-	if cap(sc.o) < attnTileQ*d {
-		sc.o = make([]float32, attnTileQ*d)
+	if cap(sc.o) < rows*d {
+		sc.o = make([]float32, rows*d)
 	}
 	if cap(sc.q) < qLen {
 		sc.q = make([]float32, qLen)
@@ -96,17 +97,17 @@ func (be *Backend) attention(p *attnProblem) error {
 	}
 	if tp, ok := be.tiles.(gemm.TilePacker); ok && p.bias == nil {
 		th := newTransposedLayout(p, tp)
-		return be.attentionPacked(p, th.tk, th.qLen, func() headRunner { return newTransposedHead(th) })
+		return be.attentionPacked(p, th.cols, th.tk, th.qLen, func() headRunner { return newTransposedHead(th) })
 	}
 	if pk, ok := be.tiles.(gemm.PanelPacker); ok {
 		nr := pk.PanelWidth()
 		tk := max(nr, attnTileK/nr*nr) // key tiles start on panel boundaries
-		return be.attentionPacked(p, tk, 0, func() headRunner { return newHeadPack(p, pk, tk) })
+		return be.attentionPacked(p, attnTileQ, tk, 0, func() headRunner { return newHeadPack(p, pk, tk) })
 	}
 	items := p.b * p.heads * p.tilesPerQuery
 	mul := plainProducts{g: be.tiles, p: p}
 	be.pool.For(items, 1, func(lo, hi int) {
-		sc := getAttnScratch(p.d, attnTileK, 0)
+		sc := getAttnScratch(attnTileQ, p.d, attnTileK, 0)
 		for it := lo; it < hi; it++ {
 			qt := it % p.tilesPerQuery
 			bh := it / p.tilesPerQuery
@@ -131,7 +132,8 @@ type headRunner interface {
 
 // attentionPacked multiplies by keys and values packed once per (batch,
 // head) (newRunner makes the holder of one head's packing; tk is its key
-// tile and qLen the packed query tile it needs). Packing per query tile
+// tile, rows its query tile, padded, and qLen the packed query tile it
+// needs). Packing per query tile
 // instead moved every key and value once per tile, costing about as much
 // as the products themselves.
 //
@@ -139,14 +141,14 @@ type headRunner interface {
 // heads on its own: no barrier between heads, and the packing runs on every
 // core at once. With fewer, the heads run one at a time: two workers pack
 // the keys and the values, then the pool shares the head's query tiles.
-func (be *Backend) attentionPacked(p *attnProblem, tk, qLen int, newRunner func() headRunner) error {
+func (be *Backend) attentionPacked(p *attnProblem, rows, tk, qLen int, newRunner func() headRunner) error {
 	heads := p.b * p.heads
 	if heads >= attnHeadsPerWorker*be.pool.Workers() {
 		errs := make([]error, heads)
 		be.pool.For(heads, 1, func(lo, hi int) {
 			hr := newRunner()
 			defer hr.release()
-			sc := getAttnScratch(p.d, tk, qLen)
+			sc := getAttnScratch(rows, p.d, tk, qLen)
 			defer attnScratchPool.Put(sc)
 			for bh := lo; bh < hi; bh++ {
 				if errs[bh] = hr.pack(bh, sequential); errs[bh] != nil {
@@ -166,7 +168,7 @@ func (be *Backend) attentionPacked(p *attnProblem, tk, qLen int, newRunner func(
 			return err
 		}
 		be.pool.For(p.tilesPerQuery, 1, func(lo, hi int) {
-			sc := getAttnScratch(p.d, tk, qLen)
+			sc := getAttnScratch(rows, p.d, tk, qLen)
 			for qt := lo; qt < hi; qt++ {
 				hr.tile(sc, bh, qt)
 			}
@@ -210,19 +212,23 @@ func (hp *headPack) tile(sc *attnScratch, bh, qt int) {
 }
 
 func (hp *headPack) pack(bh int, run func(n int, fn func(i int))) error {
-	m := &hp.mul
-	return hp.p.packHead(bh, run, hp.pk, (*hp.buf)[hp.kLen:], hp.vLen, m.tk, m.v, func(k []float32, ld int) (err error) {
-		m.k, err = hp.pk.PackB((*hp.buf)[:hp.kLen], true, hp.p.lk, hp.p.d, k, ld)
+	m, p, vbuf := &hp.mul, hp.p, (*hp.buf)[hp.kLen:]
+	return p.packHead(bh, run, len(m.v), func(k []float32, ld int) (err error) {
+		m.k, err = hp.pk.PackB((*hp.buf)[:hp.kLen], true, p.lk, p.d, k, ld)
+		return err
+	}, func(t int, v []float32, ld int) (err error) {
+		k0 := t * m.tk
+		m.v[t], err = hp.pk.PackB(vbuf[t*hp.vLen:(t+1)*hp.vLen], false, p.d, min(m.tk, p.lk-k0), v[k0*ld:], ld)
 		return err
 	})
 }
 
 // packHead runs the two packing pieces of head bh (batch bh/H, head bh%H)
-// on run: packKeys, given the head's keys and their row stride, and the
-// values of each key tile of tk as a B operand into v (tile t's panels at
-// vbuf[t·vLen:]).
-func (p *attnProblem) packHead(bh int, run func(n int, fn func(i int)), pk gemm.Packer, vbuf []float32, vLen, tk int,
-	v []*gemm.Packed, packKeys func(k []float32, ld int) error) error {
+// on run: packKeys, given the head's keys and their row stride, and
+// packValues for each of the head's key tiles t < tiles, given the head's
+// values and their row stride.
+func (p *attnProblem) packHead(bh int, run func(n int, fn func(i int)), tiles int,
+	packKeys func(k []float32, ld int) error, packValues func(t int, v []float32, ld int) error) error {
 	ld := p.heads * p.d
 	off := ((bh/p.heads)*p.lk*p.heads + bh%p.heads) * p.d
 	var errK, errV error
@@ -231,11 +237,8 @@ func (p *attnProblem) packHead(bh int, run func(n int, fn func(i int)), pk gemm.
 			errK = packKeys(p.k[off:], ld)
 			return
 		}
-		for t := range v {
-			k0 := t * tk
-			if v[t], errV = pk.PackB(vbuf[t*vLen:(t+1)*vLen], false, p.d, min(tk, p.lk-k0), p.v[off+k0*ld:], ld); errV != nil {
-				return
-			}
+		for t := 0; t < tiles && errV == nil; t++ {
+			errV = packValues(t, p.v[off:], ld)
 		}
 	})
 	if err := errors.Join(errK, errV); err != nil {

@@ -6,45 +6,49 @@ import (
 	"ferry/backend/cpu/gemm"
 )
 
-// Attention with transposed score tiles, the path for attention without a
-// bias (every DiT and VAE attention). A tile's scores are computed as
+// Attention with transposed tiles, the path for attention without a bias
+// (every DiT and VAE attention). A tile's scores are computed as
 // Sᵀ = K·Qᵀ, keys × queries: the keys packed once per head as the A
 // operand, the query tile once per tile as B, so the score product packs
-// nothing. Sᵀ is then exactly the stored-transposed A operand of the
-// second product, O = P·V, which packs it with plain copies of 14 queries
-// per key. The row-wise path instead transposed every probability tile,
-// and its query tile once per key tile, 13% of attention's time at head
-// dimension 64. The softmax runs down the columns (colMax, expCols), one
-// query per lane.
+// nothing. The GEMM writes Sᵀ straight in the layout of a packed B
+// operand (column panels of queries), the softmax runs down its columns
+// (colMax, expCols: one query per lane) panel by panel, and the output is
+// accumulated transposed too, Oᵀ = Vᵀ·Pᵀ, with the values packed once per
+// head as A: neither product packs anything per key tile. Computing
+// O = P·V instead packed every probability tile as an A operand, 8% of
+// attention's time at head dimension 64 on AVX2; the row-wise path before
+// that transposed every probability tile.
 
 // transposedLayout is the tiling every worker's transposedHead shares.
 type transposedLayout struct {
 	p          *attnProblem
 	tp         gemm.TilePacker
 	tk         int // keys per tile: a multiple of the A row panel
-	kLen, vLen int // floats of the packed keys, of one packed value tile
+	cols       int // queries per tile rounded up to whole B panels
+	kLen, vLen int // floats of the packed keys, of one key tile's packed values
 	qLen       int // floats of one packed query tile
 }
 
 func newTransposedLayout(p *attnProblem, tp gemm.TilePacker) transposedLayout {
-	mr := tp.RowPanel()
+	mr, nr := tp.RowPanel(), tp.PanelWidth()
 	tk := max(mr, attnTileK/mr*mr) // key tiles start on row panel boundaries
 	return transposedLayout{
 		p: p, tp: tp, tk: tk,
+		cols: (attnTileQ + nr - 1) / nr * nr,
 		kLen: tp.PackedALen(p.lk, p.d),
-		vLen: tp.PackedLen(p.d, tk),
+		vLen: tp.PackedALen(p.d, tk),
 		qLen: tp.PackedLen(attnTileQ, p.d),
 	}
 }
 
 // transposedHead holds one head's keys, packed as row panels, and its
-// values, packed per key tile as column panels, in a buffer from
+// values transposed, packed per key tile as row panels, in a buffer from
 // packScratchPool.
 type transposedHead struct {
 	transposedLayout
 	buf *[]float32
 	k   *gemm.PackedA
-	v   []*gemm.Packed
+	v   []*gemm.PackedA
 }
 
 func newTransposedHead(l transposedLayout) *transposedHead {
@@ -52,16 +56,20 @@ func newTransposedHead(l transposedLayout) *transposedHead {
 	return &transposedHead{
 		transposedLayout: l,
 		buf:              getScratch(&packScratchPool, l.kLen+tiles*l.vLen),
-		v:                make([]*gemm.Packed, tiles),
+		v:                make([]*gemm.PackedA, tiles),
 	}
 }
 
 func (th *transposedHead) release() { packScratchPool.Put(th.buf) }
 
 func (th *transposedHead) pack(bh int, run func(n int, fn func(i int))) error {
-	p := th.p
-	return p.packHead(bh, run, th.tp, (*th.buf)[th.kLen:], th.vLen, th.tk, th.v, func(k []float32, ld int) (err error) {
+	p, vbuf := th.p, (*th.buf)[th.kLen:]
+	return p.packHead(bh, run, len(th.v), func(k []float32, ld int) (err error) {
 		th.k, err = th.tp.PackA((*th.buf)[:th.kLen], false, p.lk, p.d, k, ld)
+		return err
+	}, func(t int, v []float32, ld int) (err error) {
+		nk := min(th.tk, p.lk-t*th.tk)
+		th.v[t], err = th.tp.PackA(vbuf[t*th.vLen:(t+1)*th.vLen], true, p.d, nk, v[t*th.tk*ld:], ld)
 		return err
 	})
 }
@@ -77,31 +85,38 @@ func (th *transposedHead) tile(sc *attnScratch, bh, qt int) {
 	qOff := ((b*p.lq+q0)*p.heads + h) * p.d
 	queries, _ := th.tp.PackB(sc.q[:th.qLen], true, mq, p.d, p.q[qOff:], p.heads*p.d)
 
-	o := sc.o[:mq*p.d]
-	clear(o)
-	m, l := sc.m[:mq], sc.l[:mq]
+	nr := th.tp.PanelWidth()
+	cols := (mq + nr - 1) / nr * nr // the padding columns score 0 and are never stored
+	ot := sc.o[:p.d*cols]           // Oᵀ: d × cols
+	clear(ot)
+	m, l := sc.m[:cols], sc.l[:cols]
 	for i := range m {
 		m[i], l[i] = float32(math.Inf(-1)), 0
 	}
 	for k0 := 0; k0 < p.lk; k0 += th.tk {
 		nk := min(th.tk, p.lk-k0)
-		s := sc.s[:nk*mq] // Sᵀ: nk keys × mq queries
 		keys, _ := th.k.Rows(k0, nk)
-		_ = th.tp.SgemmPackedAB(p.scale, keys, queries, 0, s, mq)
-		onlineSoftmaxColumns(s, o, p.d, m, l, sc.mx[:mq], sc.cor[:mq], sc.sum[:mq])
-		_ = th.tp.SgemmPacked(true, mq, 1, s, mq, th.v[k0/th.tk], 1, o, p.d)
+		probs, _ := th.tp.SgemmPackedABToB(p.scale, keys, queries, sc.s) // Sᵀ, nk × mq, as panels
+		onlineSoftmaxPanels(sc.s[:nk*cols], ot, nr, m, l, sc.mx[:cols], sc.cor[:cols], sc.sum[:cols])
+		_ = th.tp.SgemmPackedAB(1, th.v[k0/th.tk], probs, 1, ot, cols)
 	}
-	p.storeLSE(m, l, bh, q0)
-	p.store(o, l, qOff)
+	p.storeLSE(m[:mq], l[:mq], bh, q0)
+	p.storeTransposed(ot, cols, l[:mq], qOff)
 }
 
-// onlineSoftmaxColumns is onlineSoftmax for a transposed tile: s holds
-// len(m) columns, the scores of query c in column c, and o the queries'
-// accumulator rows [len(m), d]. mx, cor and sum are scratch of one float
-// per query.
-func onlineSoftmaxColumns(s, o []float32, d int, m, l, mx, cor, sum []float32) {
+// onlineSoftmaxPanels is onlineSoftmax for transposed tiles written as
+// column panels of nr queries: panel j holds the scores of queries
+// [j·nr, (j+1)·nr), key by key, at s[j·nr·keys:], query c's in column
+// c%nr. ot is the accumulator transposed, [d, len(m)]; mx, cor and sum
+// are scratch of one float per query.
+func onlineSoftmaxPanels(s, ot []float32, nr int, m, l, mx, cor, sum []float32) {
+	cols := len(m)
+	keys := len(s) / cols
+	panel := func(j int) []float32 { return s[j*keys : (j+nr)*keys] }
 	copy(mx, m)
-	colMax(mx, s)
+	for j := 0; j < cols; j += nr {
+		colMax(mx[j:j+nr], panel(j))
+	}
 	masked := false
 	for c := range m {
 		cor[c] = m[c] - mx[c] // -Inf - finite = -Inf: exp gives 0
@@ -112,16 +127,22 @@ func onlineSoftmaxColumns(s, o []float32, d int, m, l, mx, cor, sum []float32) {
 	}
 	expShift(cor, 0)
 	clear(sum)
-	expCols(s, mx, sum)
-	if masked {
-		clearMaskedColumns(s, mx, sum)
+	for j := 0; j < cols; j += nr {
+		expCols(panel(j), mx[j:j+nr], sum[j:j+nr])
+		if masked {
+			clearMaskedColumns(panel(j), mx[j:j+nr], sum[j:j+nr])
+		}
 	}
+	rescale := false
 	for c := range m {
 		l[c] = l[c]*cor[c] + sum[c]
-		if cor[c] != 1 {
-			scaleRow(o[c*d:(c+1)*d], cor[c])
-		}
+		rescale = rescale || cor[c] != 1
 		m[c] = mx[c]
+	}
+	if rescale {
+		for r := 0; r < len(ot); r += cols {
+			mulScale(ot[r:r+cols], ot[r:r+cols], cor, 1) // (cor·1)·o: the row-wise o·cor
+		}
 	}
 }
 
@@ -137,6 +158,20 @@ func clearMaskedColumns(s, mx, sum []float32) {
 		sum[c] = 0
 		for r := c; r < len(s); r += cols {
 			s[r] = 0
+		}
+	}
+}
+
+// storeTransposed divides the accumulated outputs of a query tile, held
+// transposed in ot [d, cols], by their sums l and writes them to the
+// output rows starting at element qOff.
+func (p *attnProblem) storeTransposed(ot []float32, cols int, l []float32, qOff int) {
+	ld := p.heads * p.d
+	for c, li := range l {
+		inv := 1 / li
+		row := p.out[qOff+c*ld : qOff+c*ld+p.d]
+		for i := range row {
+			row[i] = ot[i*cols+c] * inv
 		}
 	}
 }

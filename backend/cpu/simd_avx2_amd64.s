@@ -223,6 +223,8 @@ TEXT ·colMaxAVX2(SB), NOSPLIT, $0-32
 	MOVQ s+8(FP), SI
 	MOVQ rows+16(FP), DX
 	MOVQ cols+24(FP), CX
+	CMPQ CX, $16
+	JEQ  cm16
 	MOVQ CX, R12
 	SHLQ $2, R12 // row stride in bytes
 	MOVQ CX, R11
@@ -264,6 +266,30 @@ cmdone:
 	VZEROUPPER
 	RET
 
+// cm16: one column panel of the AVX2 GEMM (attention's transposed scores):
+// the maxima stay in registers rather than going through memory each row,
+// whose store-to-load chain was the loop's critical path.
+cm16:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+
+cm16row:
+	TESTQ   DX, DX
+	JEQ     cm16done
+	VMOVUPS (SI), Y2
+	VMAXPS  Y0, Y2, Y0 // x > mx ? x : mx, as colMaxGo
+	VMOVUPS 32(SI), Y3
+	VMAXPS  Y1, Y3, Y1
+	ADDQ    $64, SI
+	DECQ    DX
+	JMP     cm16row
+
+cm16done:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VZEROUPPER
+	RET
+
 // func expColsAVX2(s, mx, sum *float32, rows, cols int)
 TEXT ·expColsAVX2(SB), NOSPLIT, $0-40
 	MOVQ s+0(FP), SI
@@ -271,6 +297,8 @@ TEXT ·expColsAVX2(SB), NOSPLIT, $0-40
 	MOVQ sum+16(FP), R10
 	MOVQ rows+24(FP), DX
 	MOVQ cols+32(FP), CX
+	CMPQ CX, $16
+	JEQ  ec16
 	MOVQ CX, R12
 	SHLQ $2, R12 // row stride in bytes
 	MOVQ CX, R11
@@ -333,6 +361,36 @@ ecnext:
 
 ecdone:
 	VMASKMOVPS Y6, Y15, (R10)(CX*1)
+	VZEROUPPER
+	RET
+
+// ec16: one column panel of the AVX2 GEMM, as cm16: the maxima and sums
+// stay in registers (Y12, Y13 and Y10, Y11), one row an iteration.
+ec16:
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	VMOVUPS (R10), Y10
+	VMOVUPS 32(R10), Y11
+
+ec16row:
+	TESTQ   DX, DX
+	JEQ     ec16done
+	VMOVUPS (SI), Y0
+	VSUBPS  Y12, Y0, Y0
+	VMOVUPS 32(SI), Y2
+	VSUBPS  Y13, Y2, Y2
+	EXP8X2
+	VMOVUPS Y9, (SI)
+	VMOVUPS Y5, 32(SI)
+	VADDPS  Y9, Y10, Y10
+	VADDPS  Y5, Y11, Y11
+	ADDQ    $64, SI
+	DECQ    DX
+	JMP     ec16row
+
+ec16done:
+	VMOVUPS Y10, (R10)
+	VMOVUPS Y11, 32(R10)
 	VZEROUPPER
 	RET
 

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"ferry/tensor"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -288,8 +289,9 @@ func TestColumnKernels(t *testing.T) {
 
 // BenchmarkSoftmaxColumns times the column kernels of the transposed
 // online softmax (attention_transposed.go) on one score tile, attnTileK
-// keys × attnTileQ queries, under each kernel level this CPU runs, in
-// nanoseconds per score.
+// keys × attnTileQ queries in column panels of nr queries (the GEMM's
+// panel width: 16 for the AVX2 kernel, 32 for AVX-512's), under each
+// kernel level this CPU runs, in nanoseconds per score.
 func BenchmarkSoftmaxColumns(b *testing.B) {
 	rows, cols := attnTileK, attnTileQ
 	s := make([]float32, rows*cols)
@@ -300,25 +302,32 @@ func BenchmarkSoftmaxColumns(b *testing.B) {
 	defer installKernels(installedISA)
 	for l := isaGeneric; l <= detectedISA(); l++ {
 		installKernels(l)
-		perScore := func(b *testing.B) {
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows*cols), "ns/score")
-		}
-		b.Run(l.String()+"/colMax", func(b *testing.B) {
-			for range b.N {
-				colMax(mx, s)
-			}
-			perScore(b)
-		})
-		b.Run(l.String()+"/expCols", func(b *testing.B) {
-			for range b.N {
-				clear(sum)
-				// Each pass leaves s in [1/e, 1]: exp(s - 1) stays there.
-				for i := range mx {
-					mx[i] = 1
+		for _, nr := range []int{16, 32} {
+			panels := func(fn func(p, mx, sum []float32)) {
+				for j := 0; j < cols; j += nr {
+					fn(s[j*rows:(j+nr)*rows], mx[j:j+nr], sum[j:j+nr])
 				}
-				expCols(s, mx, sum)
 			}
-			perScore(b)
-		})
+			perScore := func(b *testing.B) {
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows*cols), "ns/score")
+			}
+			b.Run(fmt.Sprintf("%s/colMax/nr=%d", l, nr), func(b *testing.B) {
+				for range b.N {
+					panels(func(p, mx, _ []float32) { colMax(mx, p) })
+				}
+				perScore(b)
+			})
+			b.Run(fmt.Sprintf("%s/expCols/nr=%d", l, nr), func(b *testing.B) {
+				for range b.N {
+					clear(sum)
+					// Each pass leaves s in [1/e, 1]: exp(s - 1) stays there.
+					for i := range mx {
+						mx[i] = 1
+					}
+					panels(func(p, mx, sum []float32) { expCols(p, mx, sum) })
+				}
+				perScore(b)
+			})
+		}
 	}
 }

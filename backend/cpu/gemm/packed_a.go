@@ -4,12 +4,12 @@ import "fmt"
 
 // TilePacker is a PanelPacker whose A operands can skip the per-call
 // packing: packed once and multiplied as they are (SgemmPackedAB), or
-// written into the kernel's panels by the caller (SgemmFilledA). Attention
-// packs its keys once per head as A and each query tile once as B, to
-// compute its scores transposed, Sᵀ = K·Qᵀ: the probabilities come out
-// with the queries contiguous, the order the next product (P·V, P read
-// transposed) packs with plain copies. Convolutions gather their input
-// patches straight into panels.
+// written into the kernel's panels by the caller (SgemmFilledA), and whose
+// products can be written as the packed B operand of a next product
+// (SgemmPackedABToB). Attention packs its keys and values once per head as
+// A and each query tile once as B, and computes its scores transposed,
+// Sᵀ = K·Qᵀ, straight into B panels for Oᵀ = Vᵀ·Pᵀ. Convolutions gather
+// their input patches straight into panels.
 type TilePacker interface {
 	PanelPacker
 	// RowPanel is the row count of one packed A panel: Rows views must
@@ -29,6 +29,12 @@ type TilePacker interface {
 	// used: convolutions gather input patches this way, never building
 	// the patch matrix.
 	SgemmFilledA(m, k int, alpha float32, fill AFiller, b *Packed, beta float32, c []float32, ldc int) error
+	// SgemmPackedABToB computes C = alpha·A·B on the calling goroutine
+	// and writes it into dst (PackedLen(b.N(), a.M()) floats) as the
+	// packed B operand of a next product, C (a.M()×b.N()) being that
+	// product's op(B): attention's probabilities, computed transposed,
+	// are the B operand of Oᵀ = Vᵀ·Pᵀ without a packing copy.
+	SgemmPackedABToB(alpha float32, a *PackedA, b *Packed, dst []float32) (*Packed, error)
 }
 
 // AFiller writes rows [i0, i0+rows) and K steps [p0, p0+steps) of an A
@@ -117,7 +123,7 @@ func (g *Go) SgemmFilledA(m, k int, alpha float32, fill AFiller, b *Packed, beta
 	ws := g.acquire(1, kn.mr*kn.nr, min(kn.mc, roundUp(m, kn.mr))*kc, 0, 0)
 	defer g.release(ws)
 	w := &ws.w[0]
-	g.blocked(m, kc, alpha, b, beta, c, ldc, w.scratch, func(ic, mcb, pc, steps int) ([]float32, int, int) {
+	g.blocked(m, kc, alpha, b, beta, c, ldc, kn.nr, w.scratch, func(ic, mcb, pc, steps int) ([]float32, int, int) {
 		fill(w.a[:mcb*steps], ic, mcb, pc, steps)
 		return w.a, steps, 0 // the block alone, as the panels of one block
 	})
@@ -129,8 +135,10 @@ func (g *Go) SgemmFilledA(m, k int, alpha float32, fill AFiller, b *Packed, beta
 // panel is a contiguous piece of it) and mc rows of A swept over each B
 // panel. block readies rows [ic, ic+mcb) for steps [pc, pc+steps) and says
 // where they are: the row panel at row i (of rows rows) starts at
-// a[(i-ic)·perRow + first·rows].
-func (g *Go) blocked(m, kc int, alpha float32, b *Packed, beta float32, c []float32, ldc int, scratch []float32,
+// a[(i-ic)·perRow + first·rows]. C's element (i, j) is at
+// c[i·ldc + j/nr·cPanel + j%nr]: cPanel is nr for a row-major C, and the
+// floats of one column panel for a C written as panels.
+func (g *Go) blocked(m, kc int, alpha float32, b *Packed, beta float32, c []float32, ldc, cPanel int, scratch []float32,
 	block func(ic, mcb, pc, steps int) (a []float32, perRow, first int)) {
 	kn, k := g.kern, b.k
 	for pc := 0; pc < k; pc += kc {
@@ -147,7 +155,7 @@ func (g *Go) blocked(m, kc int, alpha float32, b *Packed, beta float32, c []floa
 				bp := b.data[j*k+pc*kn.nr:]
 				for i := ic; i < ic+mcb; i += kn.mr {
 					rows := min(kn.mr, ic+mcb-i)
-					kn.tile(rows, cols, steps, a[(i-ic)*perRow+first*rows:], bp, c[i*ldc+j:], ldc, alpha, bet, scratch)
+					kn.tile(rows, cols, steps, a[(i-ic)*perRow+first*rows:], bp, c[i*ldc+j/kn.nr*cPanel:], ldc, alpha, bet, scratch)
 				}
 			}
 		}
@@ -180,8 +188,42 @@ func (g *Go) SgemmPackedAB(alpha float32, a *PackedA, b *Packed, beta float32, c
 	ws := g.acquire(1, kn.mr*kn.nr, 0, 0, 0)
 	defer g.release(ws)
 	k := a.k
-	g.blocked(a.m, balancedBlock(k, kn.kc), alpha, b, beta, c, ldc, ws.w[0].scratch, func(ic, _, pc, _ int) ([]float32, int, int) {
-		return a.data[ic*k:], k, pc // every panel holds all k steps
-	})
+	g.blocked(a.m, balancedBlock(k, kn.kc), alpha, b, beta, c, ldc, kn.nr, ws.w[0].scratch, a.block)
 	return nil
+}
+
+// block is blocked's view of a packed A: every panel holds all k steps.
+func (p *PackedA) block(ic, _, pc, _ int) ([]float32, int, int) { return p.data[ic*p.k:], p.k, pc }
+
+// SgemmPackedABToB computes C = alpha·A·B into dst as a packed B operand
+// (see TilePacker). Its padding columns, past b.N(), are A times B's
+// padding: zero, as PackB pads.
+func (g *Go) SgemmPackedABToB(alpha float32, a *PackedA, b *Packed, dst []float32) (*Packed, error) {
+	kn := g.kern
+	switch {
+	case a == nil || b == nil:
+		return nil, fmt.Errorf("gemm: packed product with a nil operand")
+	case a.mr != kn.mr || b.nr != kn.nr:
+		return nil, fmt.Errorf("gemm: operands packed for kernels %s and %s, this GEMM runs %s", a.kernel, b.kernel, kn.name)
+	case a.k != b.k:
+		return nil, fmt.Errorf("gemm: packed product of %d×%d by %d×%d", a.m, a.k, b.k, b.n)
+	}
+	need := g.PackedLen(b.n, a.m)
+	if len(dst) < need {
+		return nil, fmt.Errorf("gemm: packed product: %d×%d needs %d floats, dst has %d", a.m, b.n, need, len(dst))
+	}
+	c := &Packed{n: b.n, k: a.m, nr: kn.nr, kernel: kn.name, data: dst[:need]}
+	if need == 0 {
+		return c, nil
+	}
+	if a.k == 0 || alpha == 0 {
+		clear(c.data)
+		return c, nil
+	}
+	ws := g.acquire(1, kn.mr*kn.nr, 0, 0, 0)
+	defer g.release(ws)
+	padded := *b // every panel full width, so the padding columns are written too
+	padded.n = roundUp(b.n, kn.nr)
+	g.blocked(a.m, balancedBlock(a.k, kn.kc), alpha, &padded, 0, c.data, kn.nr, a.m*kn.nr, ws.w[0].scratch, a.block)
+	return c, nil
 }

@@ -1,6 +1,7 @@
 package gemm_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -190,5 +191,82 @@ func testFilledA(t *testing.T, g *gemm.Go, name string, a, b, absA, absB []float
 	}
 	if err := g.SgemmFilledA(m, k+1, 1, fill, pb, 0, got, n); err == nil {
 		t.Errorf("%s: filled product of %d×%d by %d×%d accepted", name, m, k+1, k, n)
+	}
+}
+
+// TestPackedABToB checks that a product written as a packed B operand
+// holds what SgemmPackedAB writes row-major, bit for bit, with zero
+// padding columns, and multiplies as that matrix packed by PackB would.
+func TestPackedABToB(t *testing.T) {
+	for _, size := range []struct{ m, n, k int }{{61, 70, 37}, {230, 40, 1100}, {12, 16, 5}} {
+		for _, name := range gemm.GoKernels() {
+			g, err := gemm.NewGoKernel(nil, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, n, k := size.m, size.n, size.k
+			rng := rand.New(rand.NewPCG(11, 12))
+			pa, err := g.PackA(nil, false, m, k, randSlice(rng, m*k), k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pb, err := g.PackB(nil, true, n, k, randSlice(rng, n*k), k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]float32, m*n)
+			if err := g.SgemmPackedAB(0.5, pa, pb, 0, want, n); err != nil {
+				t.Fatal(err)
+			}
+			dst := make([]float32, g.PackedLen(n, m))
+			for i := range dst {
+				dst[i] = float32(math.NaN()) // unwritten floats show
+			}
+			got, err := g.SgemmPackedABToB(0.5, pa, pb, dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.K() != m || got.N() != n {
+				t.Fatalf("%s %v: result is %d×%d, want %d×%d", name, size, got.K(), got.N(), m, n)
+			}
+			nr := pb.NR()
+			for j0 := 0; j0 < n; j0 += nr {
+				for i := range m {
+					for j := range nr {
+						x, w := dst[j0*m+i*nr+j], float32(0)
+						if j0+j < n {
+							w = want[i*n+j0+j]
+						}
+						if x != w {
+							t.Fatalf("%s %v: panel %d row %d column %d = %g, want %g", name, size, j0/nr, i, j, x, w)
+						}
+					}
+				}
+			}
+			// The result as the B operand of a next product.
+			next, err := g.PackA(nil, false, 3, m, randSlice(rng, 3*m), m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			repacked, err := g.PackB(nil, false, n, m, want, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c1, c2 := make([]float32, 3*n), make([]float32, 3*n)
+			if err := g.SgemmPackedAB(1, next, got, 0, c1, n); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.SgemmPackedAB(1, next, repacked, 0, c2, n); err != nil {
+				t.Fatal(err)
+			}
+			for i := range c1 {
+				if c1[i] != c2[i] {
+					t.Fatalf("%s %v: next product element %d = %g, through PackB %g", name, size, i, c1[i], c2[i])
+				}
+			}
+			if _, err := g.SgemmPackedABToB(1, pa, pb, dst[:len(dst)-1]); err == nil {
+				t.Errorf("%s %v: a destination one float short accepted", name, size)
+			}
+		}
 	}
 }
