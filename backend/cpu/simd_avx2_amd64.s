@@ -845,6 +845,8 @@ gphi:
 	ADDQ  R8, AX                 // the tap's first run
 	CMPQ  R12, $32
 	JGT   wstep
+	CMPQ  R11, $1
+	JEQ   ostep
 
 nstep:
 	TESTQ  R9, R9
@@ -933,6 +935,50 @@ wadv:
 gpdone:
 	VZEROUPPER
 	RET
+
+// ostep: a panel of at most 8 lanes with one run a tap (it lies in one
+// output row, as all panels but about one in (output width)/rows do). The
+// run's masked load is the whole step, its masked-off lanes loading as
+// zero: no OR, and one taken branch a step where nstep's loops took five
+// (2.9 ns a step in L1 on Zen 3 before).
+ostep:
+	TESTQ R9, R9
+	JEQ   gpdone
+
+oload:
+	MOVQ         (AX), R14
+	VPBROADCASTD 8(AX), Y2
+	VPAND        Y14, Y2, Y3
+	VPCMPEQD     Y14, Y3, Y3
+	VMASKMOVPS   (SI)(R14*4), Y3, Y0
+	PREFETCHT1   PFDIST(SI)(R14*4)
+	ADDQ         $16, AX
+	LEAQ         32(DI), R13
+	CMPQ         R13, CX
+	JGT          omasked
+	VMOVUPS      Y0, (DI)
+
+oadv:
+	ADDQ R12, DI
+	INCQ DX
+	CMPQ DX, R10
+	JEQ  owrap
+
+onext:
+	DECQ R9
+	JNZ  oload
+	VZEROUPPER
+	RET
+
+omasked:
+	VMASKMOVPS Y0, Y12, (DI)
+	JMP        oadv
+
+owrap:
+	XORQ DX, DX // the next channel's first tap
+	MOVQ R8, AX
+	ADDQ BX, SI
+	JMP  onext
 
 // expLo: -104, in every lane.
 DATA expLo<>+0(SB)/4, $0xc2d00000
