@@ -17,6 +17,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/fnv"
+	"math/bits"
 	"sort"
 )
 
@@ -232,8 +233,11 @@ func (a *Arena) ReleaseEmpty() {
 // segments while the rounding wastes at most 1/8.
 func SizeClass(size int64) int64 {
 	step := int64(64 << 10)
-	for p := int64(1); p <= size; p <<= 1 {
-		step = max(step, p/8)
+	if size > 0 {
+		// An eighth of the largest power of two <= size: the planner's
+		// replays call this for every allocation, and the loop over the
+		// powers it replaced was 7% of their time.
+		step = max(step, int64(1)<<(bits.Len64(uint64(size))-1)/8)
 	}
 	return roundUp(size, step)
 }

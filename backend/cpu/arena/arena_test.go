@@ -86,3 +86,30 @@ func TestSignature(t *testing.T) {
 		t.Error("a small segment's first block freed hashes as its second freed")
 	}
 }
+
+// TestSizeClass checks the size classes against their definition: the
+// request rounded up to a multiple of max(64 KiB, p/8), p the largest
+// power of two not above it, at every power of two and its neighbours and
+// at random sizes.
+func TestSizeClass(t *testing.T) {
+	want := func(size int64) int64 {
+		step := int64(64 << 10)
+		for p := int64(1); p > 0 && p <= size; p <<= 1 {
+			step = max(step, p/8)
+		}
+		return (size + step - 1) / step * step
+	}
+	sizes := []int64{0, 1, 64 << 10, 1 << 20}
+	for e := 1; e < 60; e++ {
+		sizes = append(sizes, int64(1)<<e-1, int64(1)<<e, int64(1)<<e+1)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 10000 {
+		sizes = append(sizes, rng.Int64N(1<<40))
+	}
+	for _, n := range sizes {
+		if got, w := SizeClass(n), want(n); got != w {
+			t.Fatalf("SizeClass(%d) = %d, want %d", n, got, w)
+		}
+	}
+}
