@@ -133,9 +133,8 @@ type headRunner interface {
 // attentionPacked multiplies by keys and values packed once per (batch,
 // head) (newRunner makes the holder of one head's packing; tk is its key
 // tile, rows its query tile, padded, and qLen the packed query tile it
-// needs). Packing per query tile
-// instead moved every key and value once per tile, costing about as much
-// as the products themselves.
+// needs). Packing per query tile instead moved every key and value once
+// per tile, costing about as much as the products themselves.
 //
 // With attnHeadsPerWorker heads per worker, each worker packs and runs whole
 // heads on its own: no barrier between heads, and the packing runs on every

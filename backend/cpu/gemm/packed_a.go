@@ -167,13 +167,8 @@ func (g *Go) blocked(m, kc int, alpha float32, b *Packed, beta float32, c []floa
 // products.
 func (g *Go) SgemmPackedAB(alpha float32, a *PackedA, b *Packed, beta float32, c []float32, ldc int) error {
 	kn := g.kern
-	switch {
-	case a == nil || b == nil:
-		return fmt.Errorf("gemm: packed product with a nil operand")
-	case a.mr != kn.mr || b.nr != kn.nr:
-		return fmt.Errorf("gemm: operands packed for kernels %s and %s, this GEMM runs %s", a.kernel, b.kernel, kn.name)
-	case a.k != b.k:
-		return fmt.Errorf("gemm: packed product of %d×%d by %d×%d", a.m, a.k, b.k, b.n)
+	if err := g.checkPackedAB(a, b); err != nil {
+		return err
 	}
 	if err := checkMatrix("C", a.m, b.n, len(c), ldc); err != nil {
 		return err
@@ -192,6 +187,21 @@ func (g *Go) SgemmPackedAB(alpha float32, a *PackedA, b *Packed, beta float32, c
 	return nil
 }
 
+// checkPackedAB says whether a and b were packed for this GEMM's kernel
+// and can be multiplied.
+func (g *Go) checkPackedAB(a *PackedA, b *Packed) error {
+	kn := g.kern
+	switch {
+	case a == nil || b == nil:
+		return fmt.Errorf("gemm: packed product with a nil operand")
+	case a.mr != kn.mr || b.nr != kn.nr:
+		return fmt.Errorf("gemm: operands packed for kernels %s and %s, this GEMM runs %s", a.kernel, b.kernel, kn.name)
+	case a.k != b.k:
+		return fmt.Errorf("gemm: packed product of %d×%d by %d×%d", a.m, a.k, b.k, b.n)
+	}
+	return nil
+}
+
 // block is blocked's view of a packed A: every panel holds all k steps.
 func (p *PackedA) block(ic, _, pc, _ int) ([]float32, int, int) { return p.data[ic*p.k:], p.k, pc }
 
@@ -200,13 +210,8 @@ func (p *PackedA) block(ic, _, pc, _ int) ([]float32, int, int) { return p.data[
 // padding: zero, as PackB pads.
 func (g *Go) SgemmPackedABToB(alpha float32, a *PackedA, b *Packed, dst []float32) (*Packed, error) {
 	kn := g.kern
-	switch {
-	case a == nil || b == nil:
-		return nil, fmt.Errorf("gemm: packed product with a nil operand")
-	case a.mr != kn.mr || b.nr != kn.nr:
-		return nil, fmt.Errorf("gemm: operands packed for kernels %s and %s, this GEMM runs %s", a.kernel, b.kernel, kn.name)
-	case a.k != b.k:
-		return nil, fmt.Errorf("gemm: packed product of %d×%d by %d×%d", a.m, a.k, b.k, b.n)
+	if err := g.checkPackedAB(a, b); err != nil {
+		return nil, err
 	}
 	need := g.PackedLen(b.n, a.m)
 	if len(dst) < need {
