@@ -468,7 +468,7 @@ func (ts *trainSim) moveTo(l *layerRec, to *allocModel) int64 {
 	var moved int64
 	var old []int
 	move := func(id int) int {
-		t, ok := ts.s.live[id]
+		t, ok := ts.s.live.get(id)
 		if !ok {
 			return id
 		}
@@ -486,7 +486,7 @@ func (ts *trainSim) moveTo(l *layerRec, to *allocModel) int64 {
 		l.saved[j].id = move(l.saved[j].id)
 	}
 	for _, id := range old {
-		if t, ok := ts.s.live[id]; ok {
+		if t, ok := ts.s.live.get(id); ok {
 			ts.s.apply(event{id: id}, t.on)
 		}
 	}
