@@ -164,8 +164,8 @@ type liveTensor struct {
 
 // liveSet holds the live tensors by id. Ids come from one counter per
 // prediction (ids), so they are small and dense: a slice indexed by id
-// replaced a map whose hashing, growth and deletes were a fifth of a plan
-// search's time.
+// replaced a map, whose hashing, growth and deletes showed high in a plan
+// search's profile (the planner's search tests ran 6% faster).
 type liveSet struct{ byID []liveTensor }
 
 func (l *liveSet) get(id int) (liveTensor, bool) {
