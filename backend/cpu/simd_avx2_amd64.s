@@ -207,15 +207,33 @@ expreduce:
 	VZEROUPPER
 	RET
 
-// Column kernels of the transposed online softmax (see simd_amd64.s). They
-// sweep the tile row by row, as colMaxGo and expColsGo do, keeping the whole
-// vectors' running values in memory (mx, sum: in L1) and the last partial
-// vector's in a register under the mask Y15 (AMD's masked stores are slow:
-// one, after the last row). Walking 8 columns down every row instead read
-// rows 512 bytes apart (128 queries), which fall into 8 of L1's 64 sets:
-// the line's other half was gone by the time the next 8 columns came to
-// it (the AVX-512 kernels read whole lines, 16 columns). Row by row,
-// colMaxAVX2 takes 0.52x the time on Zen 3 (BenchmarkSoftmaxColumns).
+// Column kernels of the transposed online softmax (see simd_amd64.s). Like
+// the AVX-512 ones, they take the columns 16 at a time (one 64-byte line of
+// a row) and walk each block down all the rows with its running values in
+// registers; attention's score panels (the AVX2 GEMM's B panels) are
+// exactly one block wide, 64 bytes a row. A last block of fewer than 16
+// columns loads and stores under the masks Y14 and Y15 (AMD's masked
+// stores are slow, but no panel has such a block). Sweeping row by row
+// with the running values in memory, as the kernels before did, took 2.7x
+// the time for colMax and 1.1x for expCols on 32-wide panels
+// (BenchmarkSoftmaxColumns, Zen 3): the store-to-load chain each row was
+// the critical path. Blocks of 8 columns, half a line, lost the line's
+// other half to L1 set conflicts when rows were 512 bytes apart.
+
+// TAILMASK16(n) sets Y14 to the mask of lanes < min(n, 8) and Y15 to that
+// of lanes < n - 8 (none if n <= 8), for a block of 0 <= n < 16 columns,
+// using AX and R13.
+#define TAILMASK16(n) \
+	MOVQ n, AX; \
+	CMPQ AX, $8; \
+	JLE  2(PC); \
+	MOVQ $8, AX; \
+	TAILMASK2(AX, R13, Y14); \
+	MOVQ n, AX; \
+	SUBQ $8, AX; \
+	JGE  2(PC); \
+	XORQ AX, AX; \
+	TAILMASK2(AX, R13, Y15)
 
 // func colMaxAVX2(mx, s *float32, rows, cols int)
 TEXT ·colMaxAVX2(SB), NOSPLIT, $0-32
@@ -223,174 +241,140 @@ TEXT ·colMaxAVX2(SB), NOSPLIT, $0-32
 	MOVQ s+8(FP), SI
 	MOVQ rows+16(FP), DX
 	MOVQ cols+24(FP), CX
-	CMPQ CX, $16
-	JEQ  cm16
 	MOVQ CX, R12
 	SHLQ $2, R12 // row stride in bytes
-	MOVQ CX, R11
-	ANDQ $7, R11 // tail columns, kept in Y1 across the rows
-	MOVQ R11, AX
-	TAILMASK2(AX, R13, Y15)
-	SUBQ R11, CX
-	SHLQ $2, CX  // bytes of whole vectors in a row
-	LEAQ (DI)(CX*1), R13
-	VMASKMOVPS (R13), Y15, Y1
 
-cmrow:
-	TESTQ DX, DX
-	JEQ   cmdone
-	XORQ  BX, BX
-
-cmvec:
-	CMPQ    BX, CX
-	JGE     cmtail
-	VMOVUPS (SI)(BX*1), Y0
-	VMAXPS  (DI)(BX*1), Y0, Y0 // x > mx ? x : mx, as colMaxGo
-	VMOVUPS Y0, (DI)(BX*1)
-	ADDQ    $32, BX
-	JMP     cmvec
-
-cmtail:
-	TESTQ      R11, R11
-	JEQ        cmnext
-	VMASKMOVPS (SI)(BX*1), Y15, Y0
-	VMAXPS     Y1, Y0, Y1
-
-cmnext:
-	ADDQ R12, SI
-	DECQ DX
-	JMP  cmrow
-
-cmdone:
-	VMASKMOVPS Y1, Y15, (R13)
-	VZEROUPPER
-	RET
-
-// cm16: one column panel of the AVX2 GEMM (attention's transposed scores):
-// the maxima stay in registers rather than going through memory each row,
-// whose store-to-load chain was the loop's critical path.
-cm16:
+cmblock:
+	CMPQ    CX, $16
+	JLT     cmtail
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
+	MOVQ    SI, R8
+	MOVQ    DX, R9
 
-cm16row:
-	TESTQ   DX, DX
-	JEQ     cm16done
-	VMOVUPS (SI), Y2
+cmrow:
+	TESTQ   R9, R9
+	JEQ     cmstore
+	VMOVUPS (R8), Y2
 	VMAXPS  Y0, Y2, Y0 // x > mx ? x : mx, as colMaxGo
-	VMOVUPS 32(SI), Y3
+	VMOVUPS 32(R8), Y3
 	VMAXPS  Y1, Y3, Y1
-	ADDQ    $64, SI
-	DECQ    DX
-	JMP     cm16row
+	ADDQ    R12, R8
+	DECQ    R9
+	JMP     cmrow
 
-cm16done:
+cmstore:
 	VMOVUPS Y0, (DI)
 	VMOVUPS Y1, 32(DI)
+	ADDQ    $64, DI
+	ADDQ    $64, SI
+	SUBQ    $16, CX
+	JMP     cmblock
+
+cmtail:
+	TESTQ      CX, CX
+	JEQ        cmdone
+	TAILMASK16(CX)
+	VMASKMOVPS (DI), Y14, Y0
+	VMASKMOVPS 32(DI), Y15, Y1
+
+cmtrow:
+	TESTQ      DX, DX
+	JEQ        cmtstore
+	VMASKMOVPS (SI), Y14, Y2
+	VMAXPS     Y0, Y2, Y0
+	VMASKMOVPS 32(SI), Y15, Y3
+	VMAXPS     Y1, Y3, Y1
+	ADDQ       R12, SI
+	DECQ       DX
+	JMP        cmtrow
+
+cmtstore:
+	VMASKMOVPS Y0, Y14, (DI)
+	VMASKMOVPS Y1, Y15, 32(DI)
+
+cmdone:
 	VZEROUPPER
 	RET
 
 // func expColsAVX2(s, mx, sum *float32, rows, cols int)
+//
+// The maxima of a block stay in Y12 and Y13, its sums in Y10 and Y11; one
+// row of the block (two vectors) an iteration, their exps interleaved.
 TEXT ·expColsAVX2(SB), NOSPLIT, $0-40
 	MOVQ s+0(FP), SI
 	MOVQ mx+8(FP), DI
 	MOVQ sum+16(FP), R10
 	MOVQ rows+24(FP), DX
 	MOVQ cols+32(FP), CX
-	CMPQ CX, $16
-	JEQ  ec16
 	MOVQ CX, R12
 	SHLQ $2, R12 // row stride in bytes
-	MOVQ CX, R11
-	ANDQ $7, R11 // tail columns: their max in Y1, their sum in Y6
-	MOVQ R11, AX
-	TAILMASK2(AX, R13, Y15)
-	SUBQ R11, CX
-	SHLQ $2, CX  // bytes of whole vectors in a row
-	VMASKMOVPS (DI)(CX*1), Y15, Y1
-	VMASKMOVPS (R10)(CX*1), Y15, Y6
 
-ecrow:
-	TESTQ DX, DX
-	JEQ   ecdone
-	XORQ  BX, BX
-
-ecpair:
-	LEAQ    32(BX), AX
-	CMPQ    AX, CX
-	JGE     ecvec
-	VMOVUPS (SI)(BX*1), Y0
-	VSUBPS  (DI)(BX*1), Y0, Y0
-	VMOVUPS 32(SI)(BX*1), Y2
-	VSUBPS  32(DI)(BX*1), Y2, Y2
-	EXP8X2
-	VMOVUPS Y9, (SI)(BX*1)
-	VMOVUPS Y5, 32(SI)(BX*1)
-	VADDPS  (R10)(BX*1), Y9, Y9
-	VADDPS  32(R10)(BX*1), Y5, Y5
-	VMOVUPS Y9, (R10)(BX*1)
-	VMOVUPS Y5, 32(R10)(BX*1)
-	ADDQ    $64, BX
-	JMP     ecpair
-
-ecvec:
-	CMPQ    BX, CX
-	JGE     ectail
-	VMOVUPS (SI)(BX*1), Y0
-	VSUBPS  (DI)(BX*1), Y0, Y0
-	EXP8
-	VMOVUPS Y9, (SI)(BX*1)
-	VADDPS  (R10)(BX*1), Y9, Y9
-	VMOVUPS Y9, (R10)(BX*1)
-	ADDQ    $32, BX
-	JMP     ecvec
-
-ectail:
-	TESTQ      R11, R11
-	JEQ        ecnext
-	VMASKMOVPS (SI)(BX*1), Y15, Y0
-	VSUBPS     Y1, Y0, Y0
-	EXP8
-	VMASKMOVPS Y9, Y15, (SI)(BX*1)
-	VADDPS     Y9, Y6, Y6
-
-ecnext:
-	ADDQ R12, SI
-	DECQ DX
-	JMP  ecrow
-
-ecdone:
-	VMASKMOVPS Y6, Y15, (R10)(CX*1)
-	VZEROUPPER
-	RET
-
-// ec16: one column panel of the AVX2 GEMM, as cm16: the maxima and sums
-// stay in registers (Y12, Y13 and Y10, Y11), one row an iteration.
-ec16:
+ecblock:
+	CMPQ    CX, $16
+	JLT     ectail
 	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VMOVUPS (R10), Y10
 	VMOVUPS 32(R10), Y11
+	MOVQ    SI, R8
+	MOVQ    DX, R9
 
-ec16row:
-	TESTQ   DX, DX
-	JEQ     ec16done
-	VMOVUPS (SI), Y0
+ecrow:
+	TESTQ   R9, R9
+	JEQ     ecstore
+	VMOVUPS (R8), Y0
 	VSUBPS  Y12, Y0, Y0
-	VMOVUPS 32(SI), Y2
+	VMOVUPS 32(R8), Y2
 	VSUBPS  Y13, Y2, Y2
 	EXP8X2
-	VMOVUPS Y9, (SI)
-	VMOVUPS Y5, 32(SI)
+	VMOVUPS Y9, (R8)
+	VMOVUPS Y5, 32(R8)
 	VADDPS  Y9, Y10, Y10
 	VADDPS  Y5, Y11, Y11
-	ADDQ    $64, SI
-	DECQ    DX
-	JMP     ec16row
+	ADDQ    R12, R8
+	DECQ    R9
+	JMP     ecrow
 
-ec16done:
+ecstore:
 	VMOVUPS Y10, (R10)
 	VMOVUPS Y11, 32(R10)
+	ADDQ    $64, DI
+	ADDQ    $64, SI
+	ADDQ    $64, R10
+	SUBQ    $16, CX
+	JMP     ecblock
+
+ectail:
+	TESTQ      CX, CX
+	JEQ        ecdone
+	TAILMASK16(CX)
+	VMASKMOVPS (DI), Y14, Y12
+	VMASKMOVPS 32(DI), Y15, Y13
+	VMASKMOVPS (R10), Y14, Y10
+	VMASKMOVPS 32(R10), Y15, Y11
+
+ectrow:
+	TESTQ      DX, DX
+	JEQ        ectstore
+	VMASKMOVPS (SI), Y14, Y0
+	VSUBPS     Y12, Y0, Y0
+	VMASKMOVPS 32(SI), Y15, Y2
+	VSUBPS     Y13, Y2, Y2
+	EXP8X2
+	VMASKMOVPS Y9, Y14, (SI)
+	VMASKMOVPS Y5, Y15, 32(SI)
+	VADDPS     Y9, Y10, Y10
+	VADDPS     Y5, Y11, Y11
+	ADDQ       R12, SI
+	DECQ       DX
+	JMP        ectrow
+
+ectstore:
+	VMASKMOVPS Y10, Y14, (R10)
+	VMASKMOVPS Y11, Y15, 32(R10)
+
+ecdone:
 	VZEROUPPER
 	RET
 
