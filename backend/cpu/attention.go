@@ -212,22 +212,21 @@ func (hp *headPack) tile(sc *attnScratch, bh, qt int) {
 
 func (hp *headPack) pack(bh int, run func(n int, fn func(i int))) error {
 	m, p, vbuf := &hp.mul, hp.p, (*hp.buf)[hp.kLen:]
-	return p.packHead(bh, run, len(m.v), func(k []float32, ld int) (err error) {
+	return p.packHead(bh, run, m.tk, func(k []float32, ld int) (err error) {
 		m.k, err = hp.pk.PackB((*hp.buf)[:hp.kLen], true, p.lk, p.d, k, ld)
 		return err
-	}, func(t int, v []float32, ld int) (err error) {
-		k0 := t * m.tk
-		m.v[t], err = hp.pk.PackB(vbuf[t*hp.vLen:(t+1)*hp.vLen], false, p.d, min(m.tk, p.lk-k0), v[k0*ld:], ld)
+	}, func(t int, v []float32, ld, nk int) (err error) {
+		m.v[t], err = hp.pk.PackB(vbuf[t*hp.vLen:(t+1)*hp.vLen], false, p.d, nk, v, ld)
 		return err
 	})
 }
 
 // packHead runs the two packing pieces of head bh (batch bh/H, head bh%H)
 // on run: packKeys, given the head's keys and their row stride, and
-// packValues for each of the head's key tiles t < tiles, given the head's
-// values and their row stride.
-func (p *attnProblem) packHead(bh int, run func(n int, fn func(i int)), tiles int,
-	packKeys func(k []float32, ld int) error, packValues func(t int, v []float32, ld int) error) error {
+// packValues for each of the head's key tiles of tk, given the tile's
+// index, its values, their row stride and its key count.
+func (p *attnProblem) packHead(bh int, run func(n int, fn func(i int)), tk int,
+	packKeys func(k []float32, ld int) error, packValues func(t int, v []float32, ld, nk int) error) error {
 	ld := p.heads * p.d
 	off := ((bh/p.heads)*p.lk*p.heads + bh%p.heads) * p.d
 	var errK, errV error
@@ -236,8 +235,8 @@ func (p *attnProblem) packHead(bh int, run func(n int, fn func(i int)), tiles in
 			errK = packKeys(p.k[off:], ld)
 			return
 		}
-		for t := 0; t < tiles && errV == nil; t++ {
-			errV = packValues(t, p.v[off:], ld)
+		for k0 := 0; k0 < p.lk && errV == nil; k0 += tk {
+			errV = packValues(k0/tk, p.v[off+k0*ld:], ld, min(tk, p.lk-k0))
 		}
 	})
 	if err := errors.Join(errK, errV); err != nil {

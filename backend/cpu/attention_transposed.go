@@ -64,12 +64,11 @@ func (th *transposedHead) release() { packScratchPool.Put(th.buf) }
 
 func (th *transposedHead) pack(bh int, run func(n int, fn func(i int))) error {
 	p, vbuf := th.p, (*th.buf)[th.kLen:]
-	return p.packHead(bh, run, len(th.v), func(k []float32, ld int) (err error) {
+	return p.packHead(bh, run, th.tk, func(k []float32, ld int) (err error) {
 		th.k, err = th.tp.PackA((*th.buf)[:th.kLen], false, p.lk, p.d, k, ld)
 		return err
-	}, func(t int, v []float32, ld int) (err error) {
-		nk := min(th.tk, p.lk-t*th.tk)
-		th.v[t], err = th.tp.PackA(vbuf[t*th.vLen:(t+1)*th.vLen], true, p.d, nk, v[t*th.tk*ld:], ld)
+	}, func(t int, v []float32, ld, nk int) (err error) {
+		th.v[t], err = th.tp.PackA(vbuf[t*th.vLen:(t+1)*th.vLen], true, p.d, nk, v, ld)
 		return err
 	})
 }
