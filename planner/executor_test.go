@@ -237,15 +237,18 @@ func TestWanPeakMatchesForward(t *testing.T) {
 	p := &Profile{Name: "wan-test", Compute: dtype.F32, Wan: cfg, Coder: Wan21VAE(),
 		Components: []*ComponentProfile{marked(t, ComponentFromParams(Transformer, dtype.BF16, cfg.Params()), cfg.Params(), wan.New(cfg).Component(Transformer, nil))}}
 	src := newMemSource(cfg.Params(), 2)
+	// prompt: the longest prompt's rows, the rest of the 24 folded into
+	// one (0: not told, nothing folds).
 	cases := []struct {
-		run   residency.RunOptions
-		batch int
-	}{{residency.RunOptions{}, 1}, {residency.RunOptions{FFNChunk: 16}, 1}, {residency.RunOptions{}, 2}, {residency.RunOptions{FFNChunk: 20}, 2}}
+		run           residency.RunOptions
+		batch, prompt int
+	}{{residency.RunOptions{}, 1, 0}, {residency.RunOptions{FFNChunk: 16}, 1, 0}, {residency.RunOptions{}, 2, 0},
+		{residency.RunOptions{FFNChunk: 20}, 2, 0}, {residency.RunOptions{}, 2, 7}}
 	for _, tc := range cases {
 		run := tc.run
-		req := Request{Batch: tc.batch, Frames: 5, Height: 64, Width: 96, TextLen: 24, Steps: 1}
+		req := Request{Batch: tc.batch, Frames: 5, Height: 64, Width: 96, TextLen: 24, PromptTokens: tc.prompt, Steps: 1}
 		for _, cp := range placements() {
-			t.Run(fmt.Sprintf("%s-chunk%d-batch%d", planName(cp), run.FFNChunk, tc.batch), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s-chunk%d-batch%d-prompt%d", planName(cp), run.FFNChunk, tc.batch, tc.prompt), func(t *testing.T) {
 				plan := &residency.Plan{Components: map[string]residency.ComponentPlan{Transformer: cp}, Run: run}
 				measured := runWan(t, cfg, src, plan, req, 2)
 
@@ -286,7 +289,8 @@ func runWan(t *testing.T, cfg wan.Config, src residency.Source, plan *residency.
 	for range passes {
 		x := ops.Upload(lat, req.Batch, cfg.InChannels, lf, lh, lw)
 		c := ops.Upload(ctx, req.Batch, req.TextLen, cfg.TextDim)
-		out, err := m.Forward(slowRunner{ex: ex, pause: 2 * time.Millisecond}, ops, x, make([]float32, req.Batch), c)
+		in := wan.Inputs{Timesteps: make([]float32, req.Batch), Context: c, TextRows: promptRows(req)}
+		out, err := m.ForwardInputs(slowRunner{ex: ex, pause: 2 * time.Millisecond}, ops, x, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,6 +298,19 @@ func runWan(t *testing.T, cfg wan.Config, src residency.Source, plan *residency.
 	}
 	ex.Done(Transformer)
 	return dev.Stats().PeakAllocated
+}
+
+// promptRows is Inputs.TextRows for req: each sample's text holds
+// PromptTokens rows before its zero padding (nil when not told).
+func promptRows(req Request) []int {
+	if req.PromptTokens == 0 {
+		return nil
+	}
+	rows := make([]int, req.Batch)
+	for i := range rows {
+		rows[i] = req.PromptTokens
+	}
+	return rows
 }
 
 // wanExecutor registers a Wan transformer, its FFN chunked as plan runs
@@ -346,10 +363,10 @@ func TestWanImagePeakMatchesForward(t *testing.T) {
 		Components: []*ComponentProfile{marked(t, ComponentFromParams(Transformer, dtype.BF16, cfg.Params()), cfg.Params(), wan.New(cfg).Component(Transformer, nil))}}
 	src := newMemSource(cfg.Params(), 2)
 	const imgRows = 257
-	for _, textLen := range []int{512, 600, 24, 255} {
-		req := Request{Batch: 1, Frames: 5, Height: 64, Width: 96, TextLen: textLen, Steps: 1}
+	for _, tc := range []struct{ textLen, prompt int }{{512, 0}, {600, 0}, {24, 0}, {255, 0}, {512, 9}, {600, 9}} {
+		req := Request{Batch: 1, Frames: 5, Height: 64, Width: 96, TextLen: tc.textLen, PromptTokens: tc.prompt, Steps: 1}
 		plan := &residency.Plan{Components: map[string]residency.ComponentPlan{Transformer: {Placement: residency.Resident}}}
-		t.Run(fmt.Sprint(textLen), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d-prompt%d", tc.textLen, tc.prompt), func(t *testing.T) {
 			measured := runWanImage(t, cfg, src, plan, req, imgRows)
 
 			s := newSim(slowCompute(), Budgets{})
@@ -386,7 +403,7 @@ func runWanImage(t *testing.T, cfg wan.Config, src residency.Source, plan *resid
 	x := ops.Upload(make([]float32, req.Batch*cfg.InChannels*lf*lh*lw), req.Batch, cfg.InChannels, lf, lh, lw)
 	c := ops.Upload(make([]float32, req.Batch*req.TextLen*cfg.TextDim), req.Batch, req.TextLen, cfg.TextDim)
 	img := ops.Upload(make([]float32, req.Batch*imgRows**cfg.ImageDim), req.Batch, imgRows, *cfg.ImageDim)
-	out, err := m.ForwardInputs(ex, ops, x, wan.Inputs{Timesteps: make([]float32, req.Batch), Context: c, Image: img})
+	out, err := m.ForwardInputs(ex, ops, x, wan.Inputs{Timesteps: make([]float32, req.Batch), Context: c, Image: img, TextRows: promptRows(req)})
 	if err != nil {
 		t.Fatal(err)
 	}

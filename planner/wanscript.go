@@ -45,23 +45,45 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, lora lora
 	mods := r.alloc(f32(g, 6*d))
 	lora.top.record(r, "condition_embedder.time_proj", g, 6*d)
 	r.free(a)
-	t := r.alloc(f32(b, lt, d))
-	lora.top.record(r, "condition_embedder.text_embedder.linear_1", b*lt, d)
-	text := r.alloc(f32(b, lt, d))
-	lora.top.record(r, "condition_embedder.text_embedder.linear_2", b*lt, d)
+	// The text projection over kt rows: the prompts' and, when the zero
+	// padding folds (model/wan/textfold.go), one for it, whose weight in
+	// the attentions is a bias of kt floats per sample.
+	kt := lt
+	if c.FoldsText(imageRows(p), lt) && req.PromptTokens > 0 {
+		kt = wan.FoldedTextRows(req.PromptTokens, lt)
+	}
+	narrowed := 0
+	if kt < lt {
+		narrowed = r.alloc(f32(b, kt, c.TextDim))
+	}
+	t := r.alloc(f32(b, kt, d))
+	lora.top.record(r, "condition_embedder.text_embedder.linear_1", b*kt, d)
+	if narrowed != 0 {
+		r.free(narrowed)
+	}
+	text := r.alloc(f32(b, kt, d))
+	lora.top.record(r, "condition_embedder.text_embedder.linear_2", b*kt, d)
 	r.free(t)
+	bias := 0
+	if kt < lt {
+		bias = r.alloc(f32(b, kt))
+	}
 	embedWork := work{
-		gemm: 2 * float64(b) * (float64(l)*float64(c.InChannels*pv*d) + float64(lt)*float64(c.TextDim*d+d*d) + float64(c.FreqDim*d+d*d+6*d*d)),
+		gemm: 2 * float64(b) * (float64(l)*float64(c.InChannels*pv*d) + float64(kt)*float64(c.TextDim*d+d*d) + float64(c.FreqDim*d+d*d+6*d*d)),
 		mem:  float64(f32(b, l, c.InChannels*pv)) * 2,
 	}
 	// li and lc: the rows the image and the text attentions read.
-	li, lc := imageRows(p), lt
+	li, lc := imageRows(p), kt
 	image := 0
 	if li > 0 {
 		var w work
 		image, text, w = wanImageEmbed(r, p, b, lt, text, lora.top)
 		embedWork = embedWork.add(w)
-		li, lc = wan.ImageTextSplit(li, lt)
+		if kt == lt {
+			// Unfolded, the split may move rows across; a folded text
+			// split back unchanged (Config.FoldsText).
+			li, lc = wan.ImageTextSplit(li, lt)
+		}
 	}
 	ps.calls = append(ps.calls, call{block: 0, ev: r.take(), work: embedWork})
 
@@ -85,8 +107,10 @@ func wanPass(p *Profile, req Request, run residency.RunOptions, b int, lora lora
 	ps.calls = append(ps.calls, call{block: c.NumLayers + 1, ev: r.take(), work: outWork})
 
 	r.free(hidden, temb, mods, text, cos, sin)
-	if image != 0 {
-		r.free(image)
+	for _, id := range []int{bias, image} {
+		if id != 0 {
+			r.free(id)
+		}
 	}
 	r.free(out) // the pipeline downloads the prediction and frees it
 	ps.post = r.take()

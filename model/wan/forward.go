@@ -19,13 +19,22 @@ type pass struct {
 	// runs says which tokens use which row).
 	temb     *tensor.Tensor // time embedding (the output adaLN's input)
 	mods     *tensor.Tensor // time_proj output (the blocks' adaLN input)
-	text     *tensor.Tensor // projected text context [B, Ltext, dim]
+	text     *tensor.Tensor // projected text context [B, textKeep, dim]
 	image    *tensor.Tensor // image tokens the image attention reads [B, Limg, dim]; nil without image conditioning
 	runs     []tokenRun     // per-token timesteps (see groupTimesteps); nil with one timestep per sample
 	cos, sin *tensor.Tensor // RoPE tables [L, head_dim/2], float64
+
+	// textKeep is the context rows projected: Ltext, or fewer when the
+	// zero padding folds into one row (textfold.go), which textBias
+	// [B, 1, 1, textKeep] then weighs by how many rows it stands for.
+	textKeep int
+	textLen  int // Ltext, the context's rows
+	textBias *tensor.Tensor
 }
 
-func (p *pass) free() { tensor.Free(p.hidden, p.temb, p.mods, p.text, p.image, p.cos, p.sin) }
+func (p *pass) free() {
+	tensor.Free(p.hidden, p.temb, p.mods, p.text, p.textBias, p.image, p.cos, p.sin)
+}
 
 // uploadRope sets p.cos and p.sin, the RoPE tables of p's token grid for
 // heads of headDim.
@@ -48,6 +57,13 @@ type Inputs struct {
 	TokenTimesteps []float32
 	// Context is the text encoder's hidden states [B, Ltext, text_dim].
 	Context *tensor.Tensor
+	// TextRows, when given, holds one count per sample: the leading rows
+	// of its context that hold the prompt; the rows after them must be
+	// zeros (the pipelines' padding to max_sequence_length). The pass then
+	// projects that padding once and attends it as one key weighted by
+	// its row count (textfold.go): the reference's result up to rounding,
+	// with less work. nil attends every row as given.
+	TextRows []int
 	// Image is the image encoder's hidden states for image-conditioned
 	// checkpoints (Config.HasImage) and must be nil otherwise: float32
 	// [B, Limg, image_dim] (CLIP's penultimate layer, Limg 257) or, with
@@ -72,8 +88,9 @@ type Inputs struct {
 // tables are rebuilt on the host each pass (from per-axis tables, without
 // per-token trigonometry) and the text projection and the cross-attention
 // keys and values are recomputed (about 5 GFLOP per block against some
-// 9 TFLOP for the 1.3B model at 480×832×81), so the device holds no more
-// after a pass than before it.
+// 9 TFLOP for the 1.3B model at 480×832×81; far less when the text's zero
+// padding folds, see Inputs.TextRows), so the device holds no more after
+// a pass than before it.
 func (m *Model) Forward(r residency.Runner, ops *tensor.Ops, latents *tensor.Tensor, timesteps []float32, context *tensor.Tensor) (*tensor.Tensor, error) {
 	return m.ForwardInputs(r, ops, latents, Inputs{Timesteps: timesteps, Context: context})
 }
@@ -98,7 +115,7 @@ func (m *Model) ForwardInputs(r residency.Runner, ops *tensor.Ops, latents *tens
 	p.uploadRope(ops, m.cfg.AttentionHeadDim)
 
 	blocks := m.comp.Blocks
-	if err := runBlock(r, ops, blocks[0], func() { m.embedForward(ops, p, latents, ts, in.Context, in.Image) }); err != nil {
+	if err := runBlock(r, ops, blocks[0], func() { m.embedForward(ops, p, latents, ts, in) }); err != nil {
 		return nil, err
 	}
 	for i := range m.layers {
@@ -135,12 +152,16 @@ func (m *Model) newPass(latents *tensor.Tensor, in Inputs) (*pass, []float32, er
 	if err := m.checkImage(latents.Dim(0), in.Image); err != nil {
 		return nil, nil, err
 	}
+	keep, err := m.textKeep(in)
+	if err != nil {
+		return nil, nil, err
+	}
 	s := latents.Shape()
 	grid, err := m.cfg.newRopeGrid(s[2], s[3], s[4])
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &pass{batch: s[0], tokens: grid.tokens(), grid: grid}
+	p := &pass{batch: s[0], tokens: grid.tokens(), grid: grid, textKeep: keep, textLen: in.Context.Dim(1)}
 	if !perToken {
 		return p, in.Timesteps, nil
 	}
@@ -251,7 +272,7 @@ func view(ops *tensor.Ops, t *tensor.Tensor, shape ...int) *tensor.Tensor {
 // embedForward is the "embed" block: patch embedding, time, text and
 // image embeddings. timesteps has one value per row of p.temb: per sample,
 // or per distinct value with per-token timesteps.
-func (m *Model) embedForward(ops *tensor.Ops, p *pass, latents *tensor.Tensor, timesteps []float32, context, image *tensor.Tensor) {
+func (m *Model) embedForward(ops *tensor.Ops, p *pass, latents *tensor.Tensor, timesteps []float32, in Inputs) {
 	c, w, dim := m.cfg, &m.embed, m.cfg.InnerDim()
 
 	patches := m.patchify(ops, latents)
@@ -271,13 +292,9 @@ func (m *Model) embedForward(ops *tensor.Ops, p *pass, latents *tensor.Tensor, t
 	a.Free()
 	reshape(ops, p.mods, len(timesteps), 6, dim)
 
-	// PixArtAlphaTextProjection: linear_2(gelu_tanh(linear_1(context))).
-	t := project(ops, context, w.Text1)
-	ops.UnaryInPlace(t, tensor.GELUTanh)
-	p.text = project(ops, t, w.Text2)
-	t.Free()
-	if image != nil {
-		m.imageForward(ops, p, image)
+	m.projectText(ops, p, in)
+	if in.Image != nil {
+		m.imageForward(ops, p, in.Image)
 	}
 }
 
@@ -326,9 +343,9 @@ func (m *Model) layerForward(ops *tensor.Ops, l *layerWeights, p *pass) {
 		x = ops.LayerNorm(p.hidden, l.Norm2.W, l.Norm2.B, eps)
 	}
 	if p.image != nil {
-		a = m.crossAttentionImage(ops, &c.Attn2, &l.Image, x, p.text, p.image)
+		a = m.crossAttentionImage(ops, &c.Attn2, &l.Image, x, p)
 	} else {
-		a = m.crossAttention(ops, &c.Attn2, x, p.text)
+		a = m.crossAttention(ops, &c.Attn2, x, p)
 	}
 	if x != p.hidden {
 		x.Free()
@@ -361,16 +378,16 @@ func (m *Model) selfAttention(ops *tensor.Ops, w *attention, x *tensor.Tensor, p
 	k.Free()
 	v := m.headsOf(ops, x, w.V, nil)
 	x.Free()
-	return m.attend(ops, w, qr, kr, v)
+	return m.attend(ops, w, qr, kr, v, nil)
 }
 
 // crossAttention is attn2: q from x, k and v from the projected text, the
-// same norms, no RoPE and no mask.
-func (m *Model) crossAttention(ops *tensor.Ops, w *attention, x, text *tensor.Tensor) *tensor.Tensor {
+// same norms, no RoPE and no mask (the bias only weighs folded padding).
+func (m *Model) crossAttention(ops *tensor.Ops, w *attention, x *tensor.Tensor, p *pass) *tensor.Tensor {
 	q := m.headsOf(ops, x, w.Q, w.NormQ)
-	k := m.headsOf(ops, text, w.K, w.NormK)
-	v := m.headsOf(ops, text, w.V, nil)
-	return m.attend(ops, w, q, k, v)
+	k := m.headsOf(ops, p.text, w.K, w.NormK)
+	v := m.headsOf(ops, p.text, w.V, nil)
+	return m.attend(ops, w, q, k, v, p.textBias)
 }
 
 // headsOf projects x [B, L, dim], applies the RMSNorm over the whole width
@@ -388,10 +405,11 @@ func (m *Model) headsOf(ops *tensor.Ops, x *tensor.Tensor, proj linear, norm *te
 }
 
 // attend runs scaled dot-product attention with scale 1/√head_dim (SDPA's
-// default), merges the heads and applies to_out.0; it frees q, k and v.
-func (m *Model) attend(ops *tensor.Ops, w *attention, q, k, v *tensor.Tensor) *tensor.Tensor {
+// default) and bias (nil for none), merges the heads and applies
+// to_out.0; it frees q, k and v.
+func (m *Model) attend(ops *tensor.Ops, w *attention, q, k, v, bias *tensor.Tensor) *tensor.Tensor {
 	scale := m.attnScale()
-	o := ops.Attention(q, k, v, nil, scale)
+	o := ops.Attention(q, k, v, bias, scale)
 	tensor.Free(q, k, v)
 	reshape(ops, o, o.Dim(0), o.Dim(1), m.cfg.InnerDim())
 	out := project(ops, o, w.Out)

@@ -37,8 +37,8 @@ func (m *Model) imageForward(ops *tensor.Ops, p *pass, image *tensor.Tensor) {
 	// splits that again (ImageTextSplit). With a 512-token text (what the
 	// pipelines pass) that gives back the two parts; otherwise rows cross
 	// over, as in the reference.
-	rows, text := img.Dim(1), p.text.Dim(1)
-	cut, rest := ImageTextSplit(rows, text)
+	rows := img.Dim(1)
+	cut, rest := ImageTextSplit(rows, p.textLen)
 	if cut == rows {
 		p.image = img
 		return
@@ -60,16 +60,16 @@ func (m *Model) imageForward(ops *tensor.Ops, p *pass, image *tensor.Tensor) {
 // attention of crossAttention plus an attention of the same queries over
 // the image tokens (keys through add_k_proj and norm_added_k, values
 // through add_v_proj), summed before the output projection.
-func (m *Model) crossAttentionImage(ops *tensor.Ops, w *attention, iw *imageAttention, x, text, image *tensor.Tensor) *tensor.Tensor {
+func (m *Model) crossAttentionImage(ops *tensor.Ops, w *attention, iw *imageAttention, x *tensor.Tensor, p *pass) *tensor.Tensor {
 	q := m.headsOf(ops, x, w.Q, w.NormQ)
-	ki := m.headsOf(ops, image, iw.K, iw.NormK)
-	vi := m.headsOf(ops, image, iw.V, nil)
+	ki := m.headsOf(ops, p.image, iw.K, iw.NormK)
+	vi := m.headsOf(ops, p.image, iw.V, nil)
 	scale := m.attnScale()
 	oi := ops.Attention(q, ki, vi, nil, scale)
 	tensor.Free(ki, vi)
-	k := m.headsOf(ops, text, w.K, w.NormK)
-	v := m.headsOf(ops, text, w.V, nil)
-	o := ops.Attention(q, k, v, nil, scale)
+	k := m.headsOf(ops, p.text, w.K, w.NormK)
+	v := m.headsOf(ops, p.text, w.V, nil)
+	o := ops.Attention(q, k, v, p.textBias, scale)
 	tensor.Free(q, k, v)
 	// hidden_states + hidden_states_img (elementwise, so the order of the
 	// operands does not change the sum).

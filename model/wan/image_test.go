@@ -23,6 +23,7 @@ type hostInputs struct {
 	ts, tokTS []float32
 	ctx       []float32
 	lt        int
+	rows      []int // Inputs.TextRows (nil: none)
 	img       []float32
 	imgShape  []int
 }
@@ -46,7 +47,7 @@ func (r *rig) forwardInputs(t *testing.T, m *Model, latents []float32, shape []i
 	ops := r.ex.Ops("transformer")
 	x := ops.Upload(latents, shape...)
 	c := ops.Upload(h.ctx, shape[0], h.lt, m.cfg.TextDim)
-	in := Inputs{Timesteps: h.ts, TokenTimesteps: h.tokTS, Context: c}
+	in := Inputs{Timesteps: h.ts, TokenTimesteps: h.tokTS, Context: c, TextRows: h.rows}
 	if h.img != nil {
 		in.Image = ops.Upload(h.img, h.imgShape...)
 	}
@@ -375,6 +376,8 @@ func TestForwardInputsRejects(t *testing.T) {
 			{"image width", Inputs{Timesteps: []float32{1, 2}, Context: ctx, Image: up(4, 4, 10)}, "want float32 [B, Limg, 12]", true},
 			{"FLF2V layout", Inputs{Timesteps: []float32{1, 2}, Context: ctx, Image: up(2, 8, 12)}, "two images per sample", true},
 			{"token count (image)", Inputs{TokenTimesteps: make([]float32, 17), Context: ctx, Image: img}, "per-token timesteps", true},
+			{"text row counts", Inputs{Timesteps: []float32{1, 2}, Context: ctx, TextRows: []int{3}}, "1 text row counts for a batch of 2", false},
+			{"text row count", Inputs{Timesteps: []float32{1, 2}, Context: ctx, TextRows: []int{3, 513}}, "text row count 513 outside", false},
 		}
 		for _, tt := range tests {
 			if tt.image != image {

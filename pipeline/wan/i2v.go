@@ -408,8 +408,8 @@ func (p *Pipeline) pinFirstFrame(x []float32, shape []int) {
 // expand_timesteps one timestep per token, 0 on the image's frame in TI2V
 // image-to-video mode; the image embeddings for an image-conditioned
 // transformer, one copy per sample.
-func (p *Pipeline) transformerForward(rt *pipeline.Runtime, ops *tensor.Ops, in *tensor.Tensor, ts []float32, ctx *tensor.Tensor) (*tensor.Tensor, error) {
-	inputs := wanmodel.Inputs{Timesteps: ts, Context: ctx}
+func (p *Pipeline) transformerForward(rt *pipeline.Runtime, ops *tensor.Ops, in *tensor.Tensor, ts []float32, ctx textContext) (*tensor.Tensor, error) {
+	inputs := wanmodel.Inputs{Timesteps: ts, Context: ctx.t, TextRows: ctx.rows}
 	b := in.Dim(0)
 	if p.ext.expand {
 		var err error

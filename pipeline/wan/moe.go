@@ -172,7 +172,7 @@ type stage struct {
 	model                   *wanmodel.Model
 	ops                     *tensor.Ops
 	g                       float32
-	ctxPos, ctxNeg, ctxBoth *tensor.Tensor
+	ctxPos, ctxNeg, ctxBoth textContext
 	freeLoRA                func()
 }
 
@@ -180,9 +180,7 @@ func (s *stage) free() {
 	if s.freeLoRA != nil {
 		s.freeLoRA()
 	}
-	s.ctxBoth.Free()
-	s.ctxNeg.Free()
-	s.ctxPos.Free()
+	tensor.Free(s.ctxBoth.t, s.ctxNeg.t, s.ctxPos.t)
 }
 
 // denoiser runs the steps on the transformer each timestep belongs to:
@@ -243,12 +241,14 @@ func (d *denoiser) enter(i int, t float32) error {
 	// Batched CFG uses only the joined contexts: the prompt's alone would
 	// hold a [1, L, D] tensor through the loop for nothing (and one the
 	// planner does not count).
+	pos := textRows(d.pos, textDim)
 	if d.batched {
-		s.ctxBoth = ops.Upload(append(append([]float32(nil), d.pos...), d.neg...), 2, r.MaxSeqLen, textDim)
+		both := ops.Upload(append(append([]float32(nil), d.pos...), d.neg...), 2, r.MaxSeqLen, textDim)
+		s.ctxBoth = textContext{both, []int{pos, textRows(d.neg, textDim)}}
 	} else {
-		s.ctxPos = ops.Upload(d.pos, 1, r.MaxSeqLen, textDim)
+		s.ctxPos = textContext{ops.Upload(d.pos, 1, r.MaxSeqLen, textDim), []int{pos}}
 		if r.CFG() {
-			s.ctxNeg = ops.Upload(d.neg, 1, r.MaxSeqLen, textDim)
+			s.ctxNeg = textContext{ops.Upload(d.neg, 1, r.MaxSeqLen, textDim), []int{textRows(d.neg, textDim)}}
 		}
 	}
 	d.cur = s
@@ -277,7 +277,7 @@ func (d *denoiser) enter(i int, t float32) error {
 func (d *denoiser) predict(latents []float32, shape []int, t float32, i int) ([]float32, error) {
 	s, p, rt := d.cur, d.p, d.rt
 	handoff := s.name == Transformer && i == d.switchAt-1 && d.switchAt < d.steps
-	run := func(x []float32, sh []int, ts []float32, ctx *tensor.Tensor, last bool) ([]float32, error) {
+	run := func(x []float32, sh []int, ts []float32, ctx textContext, last bool) ([]float32, error) {
 		if last && handoff {
 			if err := rt.Exec.Handoff(Transformer, Transformer2); err != nil {
 				return nil, err

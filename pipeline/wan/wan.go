@@ -438,6 +438,34 @@ func (p *Pipeline) encodePrompts(rt *pipeline.Runtime, prompts []string, L int) 
 	return out, nil
 }
 
+// textContext is a batch's text embeddings on the device [B, L, D] and,
+// per sample, the rows before its zero padding (textRows): the
+// transformer folds that padding into one key (wanmodel.Inputs.TextRows).
+type textContext struct {
+	t    *tensor.Tensor
+	rows []int
+}
+
+// textRows is how many rows of the embeddings e (rows of width d) come
+// before the trailing rows that are all zeros: the prompt's tokens when
+// encodePrompts padded them, any count for embeddings a request gives.
+func textRows(e []float32, d int) int {
+	n := len(e) / d
+	for n > 0 && allZero(e[(n-1)*d:n*d]) {
+		n--
+	}
+	return n
+}
+
+func allZero(v []float32) bool {
+	for _, x := range v {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // initialLatents are the request's latents or standard-normal noise drawn
 // from g, the request's generator (PyTorch's CPU generator seeded with
 // the request's seed).
@@ -547,7 +575,7 @@ func (p *Pipeline) applyLoRA(ops *tensor.Ops, model *wanmodel.Model, ls []LoRA) 
 }
 
 // forward runs the transformer once on host latents.
-func (p *Pipeline) forward(ops *tensor.Ops, rt *pipeline.Runtime, x []float32, shape []int, ts []float32, ctx *tensor.Tensor) ([]float32, error) {
+func (p *Pipeline) forward(ops *tensor.Ops, rt *pipeline.Runtime, x []float32, shape []int, ts []float32, ctx textContext) ([]float32, error) {
 	x, shape = p.modelInput(x, shape)
 	in := ops.Upload(x, shape...)
 	v, err := p.transformerForward(rt, ops, in, ts, ctx)
