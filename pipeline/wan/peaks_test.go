@@ -96,6 +96,37 @@ func TestPeaksPredicted(t *testing.T) {
 	}
 }
 
+// TestPeaksPredictedWithEmbeddings: prompt embeddings a request gives
+// fold where their zero rows start, not where the prompt's tokens end,
+// and the planner, told by PromptTokens, predicts the peaks exactly.
+func TestPeaksPredictedWithEmbeddings(t *testing.T) {
+	dir := "testdata/wan_pipeline/pipeline"
+	prof, err := planner.ProfileFromFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := openPipeline(t, dir)
+	const rows = 40
+	embeds := modeltest.Randn(5, 512*p.TextDim())
+	clear(embeds[rows*p.TextDim():])
+	req := Request{Prompt: "a lighthouse", PromptEmbeds: embeds, Height: 128, Width: 192, Frames: 5, Steps: 1,
+		Guidance: 5, MaxSeqLen: 512, Seed: 1}
+	for _, cfg := range []string{residency.CFGBatched, residency.CFGSequential} {
+		t.Run(cfg, func(t *testing.T) {
+			plan := residency.Uniform("p", residency.ComponentPlan{Placement: residency.Resident}, Components...)
+			plan.Run.CFG = cfg
+			m, prompt := measurePeaks(t, dir, plan, req)
+			if prompt != rows {
+				t.Errorf("PromptTokens %d, want the embeddings' %d rows", prompt, rows)
+			}
+			pred := predictPeaks(t, prof, plan, req, prompt)
+			if pred.PeakDeviceBytes != m.PeakDeviceBytes {
+				t.Errorf("peak device allocated: predicted %d, measured %d", pred.PeakDeviceBytes, m.PeakDeviceBytes)
+			}
+		})
+	}
+}
+
 // measurePeaks generates req from the folder dir under plan and returns
 // the run's measured figures and the prompt's token count.
 func measurePeaks(t *testing.T, dir string, plan *residency.Plan, req Request) (pipeline.Measured, int) {

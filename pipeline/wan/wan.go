@@ -164,21 +164,28 @@ func Open(f *checkpoint.Folder) (*Pipeline, error) {
 	return p, nil
 }
 
-// PromptTokens is the longest real token count (with </s>) of the
-// request's prompts: what the text encoder runs on.
+// PromptTokens is the longest of the request's prompts in rows before
+// their zero padding: its real token count (with </s>), or for embeddings
+// the request gives, the rows before their trailing zero rows (textRows).
+// The text encoder runs on at most that many tokens, and the transformer
+// attends that many rows and one for the padding.
 func (p *Pipeline) PromptTokens(r Request) int {
-	prompts := []string{r.Prompt}
-	if r.CFG() {
-		prompts = append(prompts, r.NegativePrompt)
-	}
 	n := 0
-	for _, s := range prompts {
-		_, mask := p.tok.EncodeForModel(CleanPrompt(s), r.MaxSeqLen)
+	count := func(prompt string, embeds []float32) {
+		if embeds != nil {
+			n = max(n, textRows(embeds, p.TextDim()))
+			return
+		}
+		_, mask := p.tok.EncodeForModel(CleanPrompt(prompt), r.MaxSeqLen)
 		real := 0
 		for _, v := range mask {
 			real += int(v)
 		}
 		n = max(n, real)
+	}
+	count(r.Prompt, r.PromptEmbeds)
+	if r.CFG() {
+		count(r.NegativePrompt, r.NegativePromptEmbeds)
 	}
 	return n
 }
