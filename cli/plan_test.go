@@ -9,6 +9,7 @@ import (
 
 	"ferry/checkpoint"
 	"ferry/dtype"
+	"ferry/pipeline/wan"
 	"ferry/residency"
 	"ferry/synth"
 )
@@ -255,4 +256,79 @@ func TestPlanImage(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q (want %q)", tc.args, code, stderr, tc.want)
 		}
 	}
+}
+
+// TestPlanPrompt: --prompt plans the prompt's tokens, counted by the
+// folder's tokenizer as ferry generate counts them, where the default
+// plans the whole text; a built-in name has no tokenizer to count with.
+func TestPlanPrompt(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wan-tiny")
+	a, err := synth.Lookup("wan-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Write(dir, a, synth.Options{Seed: 1, DType: dtype.BF16}); err != nil {
+		t.Fatal(err)
+	}
+	type prediction struct {
+		Request struct {
+			TextLen      int `json:"text_len"`
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"request"`
+		TextEncoderS float64 `json:"text_encoder_s"`
+		PeakDevice   int64   `json:"peak_device_bytes"`
+	}
+	plan := func(extra ...string) prediction {
+		t.Helper()
+		args := append([]string{"plan", "--model", dir, "--height", "64", "--width", "64", "--frames", "5", "--steps", "2", "--json"}, extra...)
+		code, out, stderr := ferry(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		var p prediction
+		if err := json.Unmarshal([]byte(out), &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	whole, short := plan(), plan("--prompt", "a red fox", "--negative-prompt", "blurry")
+	if whole.Request.PromptTokens != whole.Request.TextLen {
+		t.Errorf("without --prompt the plan counts %d of %d tokens", whole.Request.PromptTokens, whole.Request.TextLen)
+	}
+	job := wanTinyRequest(t, dir, "a red fox", "blurry")
+	if short.Request.PromptTokens != job || job >= whole.Request.TextLen {
+		t.Errorf("--prompt plans %d tokens, ferry generate's count is %d (of %d)", short.Request.PromptTokens, job, whole.Request.TextLen)
+	}
+	if short.TextEncoderS >= whole.TextEncoderS || short.PeakDevice > whole.PeakDevice {
+		t.Errorf("a short prompt predicts text encoder %.3g s and peak %d, the whole text %.3g s and %d",
+			short.TextEncoderS, short.PeakDevice, whole.TextEncoderS, whole.PeakDevice)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--model", "wan2.1-t2v-1.3b", "--prompt", "a red fox"}, "pipeline folder"},
+		{[]string{"plan", "--model", dir, "--negative-prompt", "blurry"}, "needs --prompt"},
+	} {
+		code, _, stderr := ferry(t, tc.args...)
+		if code != ExitUsage || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q (want %q)", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+// wanTinyRequest is the prompt tokens ferry generate plans for prompt and
+// negative at guidance 5 on the folder dir.
+func wanTinyRequest(t *testing.T, dir, prompt, negative string) int {
+	t.Helper()
+	f, err := checkpoint.OpenFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := wan.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.PromptTokens(wan.Request{Prompt: prompt, NegativePrompt: negative, Guidance: 5, MaxSeqLen: 512})
 }

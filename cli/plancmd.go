@@ -29,6 +29,8 @@ func runPlan(e *env, args []string) error {
 	guidance := fs.Float64("guidance", 5, "guidance scale (<= 1: no CFG)")
 	flowShift := fs.Float64("flow-shift", 0, "override the scheduler's shift (moves Wan 2.2 A14B's expert switch)")
 	textLen := fs.Int("max-sequence-length", 512, "text context length")
+	prompt := fs.String("prompt", "", "plan for this prompt (with a model folder, whose tokenizer counts it): the text encoder runs on its tokens and the transformer attends them and one row for the padding (default: a prompt of max-sequence-length tokens)")
+	negative := fs.String("negative-prompt", "", "with --prompt and guidance > 1: the negative prompt")
 	image := fs.String("image", "", "image-to-video: the first frame's image (.png, .jpg), as ferry generate takes it; a TI2V model plans image to video with it")
 	video := fs.String("video", "", "video to video: the input video, as ferry generate takes it (its frames, down to 4k+1, unless --frames is given)")
 	strength := fs.Float64("strength", 0.8, "video to video: the share of the schedule that runs, in (0, 1]")
@@ -61,6 +63,9 @@ func runPlan(e *env, args []string) error {
 		return err
 	}
 	req := planner.Request{Batch: 1, Frames: *frames, Height: *height, Width: *width, TextLen: *textLen, Steps: *steps, Guidance: *guidance, FlowShift: *flowShift}
+	if req.PromptTokens, err = promptTokens(*model, wan.Request{Prompt: *prompt, NegativePrompt: *negative, Guidance: *guidance, MaxSeqLen: *textLen}); err != nil {
+		return err
+	}
 	if err := planVideoFlag(fs, prof, &req, *video, *strength); err != nil {
 		return err
 	}
@@ -93,6 +98,31 @@ func profileOf(spec string) (*planner.Profile, error) {
 	}
 	p, err := planner.Builtin(spec)
 	return p, asUser(err)
+}
+
+// promptTokens is what ferry generate's plan would count for r's prompts
+// (pipeline/wan's PromptTokens) with the folder's tokenizer; 0, the
+// longest text, without --prompt.
+func promptTokens(model string, r wan.Request) (int, error) {
+	if r.Prompt == "" {
+		if r.NegativePrompt != "" {
+			return 0, userf("--negative-prompt needs --prompt")
+		}
+		return 0, nil
+	}
+	if st, err := os.Stat(model); err != nil || !st.IsDir() {
+		return 0, userf("--prompt needs --model to be a pipeline folder: its tokenizer counts the prompt (a built-in name plans %d tokens; drop --prompt)", r.MaxSeqLen)
+	}
+	f, err := openFolder(model)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	p, err := wan.Open(f)
+	if err != nil {
+		return 0, userf("--prompt: %s: %v", model, err)
+	}
+	return p.PromptTokens(r), nil
 }
 
 // planImageFlag checks --image as ferry generate reads it and plans the

@@ -25,8 +25,12 @@ func WriteTable(w io.Writer, pr Prediction) error {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "model %s, plan %s: %d frames at %dx%d, batch %d, %d steps, text %d tokens, guidance %g\n\n",
-		pr.Model, orDash(pr.Plan), r.Frames, r.Width, r.Height, r.Batch, r.Steps, r.TextLen, r.Guidance)
+	text := fmt.Sprintf("%d tokens", r.TextLen)
+	if r.PromptTokens > 0 && r.PromptTokens < r.TextLen {
+		text = fmt.Sprintf("%d tokens (prompt %d)", r.TextLen, r.PromptTokens)
+	}
+	fmt.Fprintf(&b, "model %s, plan %s: %d frames at %dx%d, batch %d, %d steps, text %s, guidance %g\n\n",
+		pr.Model, orDash(pr.Plan), r.Frames, r.Width, r.Height, r.Batch, r.Steps, text, r.Guidance)
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "component\tplacement\ttier\tk\tn\tblocks\tdevice\tstored\tcached\tcompute\tstall\tcopy\tloads")
 	for _, c := range pr.Components {
