@@ -262,14 +262,7 @@ func TestPlanImage(t *testing.T) {
 // folder's tokenizer as ferry generate counts them, where the default
 // plans the whole text; a built-in name has no tokenizer to count with.
 func TestPlanPrompt(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wan-tiny")
-	a, err := synth.Lookup("wan-tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := synth.Write(dir, a, synth.Options{Seed: 1, DType: dtype.BF16}); err != nil {
-		t.Fatal(err)
-	}
+	dir := synthModel(t, "wan-tiny")
 	type prediction struct {
 		Request struct {
 			TextLen      int `json:"text_len"`
