@@ -35,6 +35,11 @@ type attnScratch struct {
 	m, l         []float32 // running max and sum per row
 	mx, cor, sum []float32 // per row: the max after this tile, the rescale factor, the tile's sum
 	q            []float32 // the query tile packed (transposed scores)
+	// keys and probs are the transposed path's views of one key tile (its
+	// packed keys, its probabilities as panels), kept here so that a tile
+	// allocates nothing.
+	keys  gemm.PackedA
+	probs gemm.Packed
 }
 
 var attnScratchPool sync.Pool

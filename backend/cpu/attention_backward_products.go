@@ -15,6 +15,7 @@ type plainBwd struct {
 	b, h       int // the head
 	kOff, qOff int // first element of the head's keys, of the query tile
 	mq         int
+	rows       gemm.PackedA // the key tile's view of kA or vA (see scores)
 }
 
 func (m *plainBwd) keyTile() int { return attnTileK }
@@ -97,6 +98,7 @@ type packedBwd struct {
 	b, h       int // the head
 	kOff, qOff int // first element of the head's keys, of the query tile
 	mq         int
+	rows       gemm.PackedA // the key tile's view of kA or vA (see scores)
 }
 
 func newPackedBwd(l packedBwdLayout) *packedBwd {
@@ -156,15 +158,16 @@ func (m *packedBwd) packQueries(q0, mq int) (err error) {
 }
 
 // The packed operands were built for this call's shapes, so the packed
-// products and row views cannot fail here; their errors are dropped.
+// products and row views cannot fail here; their errors are dropped. The
+// key tile's views go in m.rows, not a fresh value per tile.
 func (m *packedBwd) scores(s []float32, k0, nk int) {
-	keys, _ := m.kA.Rows(k0, nk)
-	_ = m.tp.SgemmPackedAB(m.p.scale, keys, m.qT, 0, s, m.mq)
+	m.rows, _ = m.kA.Rows(k0, nk)
+	_ = m.tp.SgemmPackedAB(m.p.scale, &m.rows, m.qT, 0, s, m.mq)
 }
 
 func (m *packedBwd) dprobs(dp []float32, k0, nk int) {
-	vals, _ := m.vA.Rows(k0, nk)
-	_ = m.tp.SgemmPackedAB(1, vals, m.doT, 0, dp, m.mq)
+	m.rows, _ = m.vA.Rows(k0, nk)
+	_ = m.tp.SgemmPackedAB(1, &m.rows, m.doT, 0, dp, m.mq)
 }
 
 func (m *packedBwd) gradV(dv []float32, ldv int, pt []float32, nk int, beta float32) {

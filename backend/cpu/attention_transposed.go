@@ -94,10 +94,10 @@ func (th *transposedHead) tile(sc *attnScratch, bh, qt int) {
 	}
 	for k0 := 0; k0 < p.lk; k0 += th.tk {
 		nk := min(th.tk, p.lk-k0)
-		keys, _ := th.k.Rows(k0, nk)
-		probs, _ := th.tp.SgemmPackedABToB(p.scale, keys, queries, sc.s) // Sᵀ, nk × mq, as panels
+		sc.keys, _ = th.k.Rows(k0, nk)
+		sc.probs, _ = th.tp.SgemmPackedABToB(p.scale, &sc.keys, queries, sc.s) // Sᵀ, nk × mq, as panels
 		onlineSoftmaxPanels(sc.s[:nk*cols], ot, nr, m, l, sc.mx[:cols], sc.cor[:cols], sc.sum[:cols])
-		_ = th.tp.SgemmPackedAB(1, th.v[k0/th.tk], probs, 1, ot, cols)
+		_ = th.tp.SgemmPackedAB(1, th.v[k0/th.tk], &sc.probs, 1, ot, cols)
 	}
 	p.storeLSE(m[:mq], l[:mq], bh, q0)
 	p.storeTransposed(ot, cols, l[:mq], qOff)

@@ -33,8 +33,10 @@ type TilePacker interface {
 	// and writes it into dst (PackedLen(b.N(), a.M()) floats) as the
 	// packed B operand of a next product, C (a.M()×b.N()) being that
 	// product's op(B): attention's probabilities, computed transposed,
-	// are the B operand of Oᵀ = Vᵀ·Pᵀ without a packing copy.
-	SgemmPackedABToB(alpha float32, a *PackedA, b *Packed, dst []float32) (*Packed, error)
+	// are the B operand of Oᵀ = Vᵀ·Pᵀ without a packing copy. The
+	// operand comes back by value, for the caller's scratch (it is made
+	// once per key tile).
+	SgemmPackedABToB(alpha float32, a *PackedA, b *Packed, dst []float32) (Packed, error)
 }
 
 // AFiller writes rows [i0, i0+rows) and K steps [p0, p0+steps) of an A
@@ -60,15 +62,16 @@ func (p *PackedA) M() int { return p.m }
 func (p *PackedA) K() int { return p.k }
 
 // Rows returns rows [i0, i0+m) of p as a PackedA sharing p's data (no
-// copy). i0 must be a multiple of the row panel, and the view must end on
-// a panel boundary or at p's last row, since only the last panel may be
-// short.
-func (p *PackedA) Rows(i0, m int) (*PackedA, error) {
+// copy), by value so that a caller taking views tile by tile can keep
+// them in its own scratch instead of allocating one each. i0 must be a
+// multiple of the row panel, and the view must end on a panel boundary or
+// at p's last row, since only the last panel may be short.
+func (p *PackedA) Rows(i0, m int) (PackedA, error) {
 	end := i0 + m
 	if i0 < 0 || m < 0 || end > p.m || i0%p.mr != 0 || (end%p.mr != 0 && end != p.m) {
-		return nil, fmt.Errorf("gemm: rows [%d, %d) of a packed operand with %d rows in panels of %d", i0, end, p.m, p.mr)
+		return PackedA{}, fmt.Errorf("gemm: rows [%d, %d) of a packed operand with %d rows in panels of %d", i0, end, p.m, p.mr)
 	}
-	return &PackedA{m: m, k: p.k, mr: p.mr, kernel: p.kernel, data: p.data[i0*p.k : end*p.k]}, nil
+	return PackedA{m: m, k: p.k, mr: p.mr, kernel: p.kernel, data: p.data[i0*p.k : end*p.k]}, nil
 }
 
 // RowPanel is the kernel's row panel mr (14 with AVX-512).
@@ -208,16 +211,16 @@ func (p *PackedA) block(ic, _, pc, _ int) ([]float32, int, int) { return p.data[
 // SgemmPackedABToB computes C = alpha·A·B into dst as a packed B operand
 // (see TilePacker). Its padding columns, past b.N(), are A times B's
 // padding: zero, as PackB pads.
-func (g *Go) SgemmPackedABToB(alpha float32, a *PackedA, b *Packed, dst []float32) (*Packed, error) {
+func (g *Go) SgemmPackedABToB(alpha float32, a *PackedA, b *Packed, dst []float32) (Packed, error) {
 	kn := g.kern
 	if err := g.checkPackedAB(a, b); err != nil {
-		return nil, err
+		return Packed{}, err
 	}
 	need := g.PackedLen(b.n, a.m)
 	if len(dst) < need {
-		return nil, fmt.Errorf("gemm: packed product: %d×%d needs %d floats, dst has %d", a.m, b.n, need, len(dst))
+		return Packed{}, fmt.Errorf("gemm: packed product: %d×%d needs %d floats, dst has %d", a.m, b.n, need, len(dst))
 	}
-	c := &Packed{n: b.n, k: a.m, nr: kn.nr, kernel: kn.name, data: dst[:need]}
+	c := Packed{n: b.n, k: a.m, nr: kn.nr, kernel: kn.name, data: dst[:need]}
 	if need == 0 {
 		return c, nil
 	}

@@ -105,7 +105,7 @@ func testPackedAB(t *testing.T, name string, m, n, k int) {
 					got := randSlice(rng, c.m*c.n)
 					want := append([]float32(nil), got...)
 					got0 := append([]float32(nil), got...)
-					if err := g.SgemmPackedAB(0.5, rows, cols, beta, got, c.n); err != nil {
+					if err := g.SgemmPackedAB(0.5, &rows, cols, beta, got, c.n); err != nil {
 						t.Fatal(err)
 					}
 					ai := c.i0 * lda
@@ -253,7 +253,7 @@ func TestPackedABToB(t *testing.T) {
 				t.Fatal(err)
 			}
 			c1, c2 := make([]float32, 3*n), make([]float32, 3*n)
-			if err := g.SgemmPackedAB(1, next, got, 0, c1, n); err != nil {
+			if err := g.SgemmPackedAB(1, next, &got, 0, c1, n); err != nil {
 				t.Fatal(err)
 			}
 			if err := g.SgemmPackedAB(1, next, repacked, 0, c2, n); err != nil {
