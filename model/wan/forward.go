@@ -28,7 +28,6 @@ type pass struct {
 	// zero padding folds into one row (textfold.go), which textBias
 	// [B, 1, 1, textKeep] then weighs by how many rows it stands for.
 	textKeep int
-	textLen  int // Ltext, the context's rows
 	textBias *tensor.Tensor
 }
 
@@ -161,7 +160,7 @@ func (m *Model) newPass(latents *tensor.Tensor, in Inputs) (*pass, []float32, er
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &pass{batch: s[0], tokens: grid.tokens(), grid: grid, textKeep: keep, textLen: in.Context.Dim(1)}
+	p := &pass{batch: s[0], tokens: grid.tokens(), grid: grid, textKeep: keep}
 	if !perToken {
 		return p, in.Timesteps, nil
 	}
@@ -294,7 +293,7 @@ func (m *Model) embedForward(ops *tensor.Ops, p *pass, latents *tensor.Tensor, t
 
 	m.projectText(ops, p, in)
 	if in.Image != nil {
-		m.imageForward(ops, p, in.Image)
+		m.imageForward(ops, p, in.Image, in.Context.Dim(1))
 	}
 }
 

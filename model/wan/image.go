@@ -11,8 +11,10 @@ const imageNormEps = 1e-5
 // attention processor's split of [image; text]: it sets p.image to the
 // rows the image attention reads (nil when the split leaves it none) and
 // replaces p.text by the rows the text attention reads. image is
-// Inputs.Image (checked by checkImage).
-func (m *Model) imageForward(ops *tensor.Ops, p *pass, image *tensor.Tensor) {
+// Inputs.Image (checked by checkImage), textRows the context's row count
+// (p.text holds fewer when the padding folded; the split then gives the
+// parts back, Config.FoldsText).
+func (m *Model) imageForward(ops *tensor.Ops, p *pass, image *tensor.Tensor, textRows int) {
 	w := &m.embed.Image
 	x := image
 	if m.embed.PosEmbed != nil {
@@ -38,7 +40,7 @@ func (m *Model) imageForward(ops *tensor.Ops, p *pass, image *tensor.Tensor) {
 	// pipelines pass) that gives back the two parts; otherwise rows cross
 	// over, as in the reference.
 	rows := img.Dim(1)
-	cut, rest := ImageTextSplit(rows, p.textLen)
+	cut, rest := ImageTextSplit(rows, textRows)
 	if cut == rows {
 		p.image = img
 		return

@@ -194,7 +194,10 @@ type denoiser struct {
 	rt       *pipeline.Runtime
 	r        Request
 	pos, neg []float32
-	numTrain int
+	// posRows and negRows are pos's and neg's rows before their zero
+	// padding (textRows), found once for every expert's contexts.
+	posRows, negRows int
+	numTrain         int
 	// switchAt is the first low-noise step (the step count for one
 	// transformer, or when the boundary is never crossed).
 	switchAt int
@@ -207,8 +210,12 @@ func (p *Pipeline) newDenoiser(rt *pipeline.Runtime, r Request, pos, neg []float
 	if err := p.CheckExperts(r); err != nil {
 		return nil, err
 	}
-	d := &denoiser{p: p, rt: rt, r: r, pos: pos, neg: neg, switchAt: len(ts), steps: len(ts),
+	textDim := len(pos) / r.MaxSeqLen // as enter uploads them
+	d := &denoiser{p: p, rt: rt, r: r, pos: pos, neg: neg, posRows: textRows(pos, textDim), switchAt: len(ts), steps: len(ts),
 		batched: r.CFG() && rt.Plan.Run.CFG != residency.CFGSequential}
+	if r.CFG() {
+		d.negRows = textRows(neg, textDim)
+	}
 	if p.TwoExperts() {
 		n, err := NumTrainTimesteps(p.schedRaw)
 		if err != nil {
@@ -241,14 +248,13 @@ func (d *denoiser) enter(i int, t float32) error {
 	// Batched CFG uses only the joined contexts: the prompt's alone would
 	// hold a [1, L, D] tensor through the loop for nothing (and one the
 	// planner does not count).
-	pos := textRows(d.pos, textDim)
 	if d.batched {
 		both := ops.Upload(append(append([]float32(nil), d.pos...), d.neg...), 2, r.MaxSeqLen, textDim)
-		s.ctxBoth = textContext{both, []int{pos, textRows(d.neg, textDim)}}
+		s.ctxBoth = textContext{both, []int{d.posRows, d.negRows}}
 	} else {
-		s.ctxPos = textContext{ops.Upload(d.pos, 1, r.MaxSeqLen, textDim), []int{pos}}
+		s.ctxPos = textContext{ops.Upload(d.pos, 1, r.MaxSeqLen, textDim), []int{d.posRows}}
 		if r.CFG() {
-			s.ctxNeg = textContext{ops.Upload(d.neg, 1, r.MaxSeqLen, textDim), []int{textRows(d.neg, textDim)}}
+			s.ctxNeg = textContext{ops.Upload(d.neg, 1, r.MaxSeqLen, textDim), []int{d.negRows}}
 		}
 	}
 	d.cur = s
