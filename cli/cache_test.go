@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"ferry/checkpoint"
 	"ferry/dataset"
 	"ferry/dtype"
 	"ferry/media"
@@ -133,15 +132,7 @@ func mtimes(t *testing.T, dir string) map[string]time.Time {
 // run cache.
 func encoders(t *testing.T, model string) (*wan.Pipeline, *pipeline.Runtime) {
 	t.Helper()
-	f, err := checkpoint.OpenFolder(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	p, err := wan.Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := openWan(t, model)
 	plan, _ := planner.Preset("resident", planner.PresetOptions{})
 	rt, err := pipeline.NewRuntime(pipeline.Budget{}, plan, pipeline.Options{ComputeDType: dtype.F32})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"ferry/checkpoint"
 	"ferry/dtype"
+	"ferry/pipeline/wan"
 	"ferry/synth"
 )
 
@@ -46,6 +47,21 @@ func synthModel(t *testing.T, arch string) string {
 	}
 	models[arch] = dir
 	return dir
+}
+
+// openWan opens the Wan pipeline folder dir, closed when the test ends.
+func openWan(t *testing.T, dir string) *wan.Pipeline {
+	t.Helper()
+	f, err := checkpoint.OpenFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	p, err := wan.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestMain(m *testing.M) {

@@ -314,14 +314,5 @@ func TestPlanPrompt(t *testing.T) {
 // negative at guidance 5 on the folder dir.
 func wanTinyRequest(t *testing.T, dir, prompt, negative string) int {
 	t.Helper()
-	f, err := checkpoint.OpenFolder(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := wan.Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.PromptTokens(wan.Request{Prompt: prompt, NegativePrompt: negative, Guidance: 5, MaxSeqLen: 512})
+	return openWan(t, dir).PromptTokens(wan.Request{Prompt: prompt, NegativePrompt: negative, Guidance: 5, MaxSeqLen: 512})
 }
