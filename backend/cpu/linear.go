@@ -64,6 +64,13 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 	if m == 0 || n == 0 {
 		return nil
 	}
+	if packed != nil {
+		// The packed products add the bias as they write C.
+		if err := packed(d, bs); err != nil {
+			return fmt.Errorf("cpu: linear %v · %vᵀ: %w", x, w, err)
+		}
+		return nil
+	}
 	beta := float32(0)
 	if bs != nil {
 		be.fillRows(d, bs, m)
@@ -76,10 +83,6 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 		return nil
 	}
 	switch {
-	case packed != nil:
-		if err := packed(d, beta); err != nil {
-			return fmt.Errorf("cpu: linear %v · %vᵀ: %w", x, w, err)
-		}
 	case wr == nil:
 		be.gemm.Sgemm(false, true, m, n, k, 1, xs, k, ws, k, beta, d, n)
 	case be.compute == dtype.BF16 && w.DType() == dtype.BF16:

@@ -183,9 +183,9 @@ func (be *Backend) rowsAs(raw []byte, src, dt dtype.DType, n int) ([]byte, func(
 	return to.Raw(), func() { rowsPool.Put(sp) }, nil
 }
 
-// linearPacked computes d = xs·wᵀ + beta·d over a weight packed by
+// linearPacked sets d = xs·wᵀ + bias (nil: none) over a weight packed by
 // PackRows (made by packedLinear, which checked the layout).
-type linearPacked func(d []float32, beta float32) error
+type linearPacked func(d, bias []float32) error
 
 // packedLinear checks that w was packed by this backend and returns the
 // product over it for m rows of xs.
@@ -207,7 +207,16 @@ func (be *Backend) packedLinear(w *tensor.Tensor, xs []float32, m int) (linearPa
 		if s := w.Scale(); s != 1 {
 			sw = sw.Scaled(s)
 		}
-		return func(d []float32, beta float32) error { return g.SgemmStored(m, xs, k, sw, beta, d, n) }, nil
+		return func(d, bias []float32) error {
+			bw := sw
+			if bias != nil {
+				var err error
+				if bw, err = sw.WithBias(bias); err != nil {
+					return err
+				}
+			}
+			return g.SgemmStored(m, xs, k, bw, 0, d, n)
+		}, nil
 	}
 	if w.Scale() != 1 {
 		return nil, fmt.Errorf("cpu: linear with weight %v: a recorded scale on a %s weight (only fp8 weights keep one)", w, w.DType())
@@ -218,12 +227,28 @@ func (be *Backend) packedLinear(w *tensor.Tensor, xs []float32, m int) (linearPa
 		if err != nil {
 			return nil, fmt.Errorf("cpu: linear: %w", err)
 		}
-		return func(d []float32, beta float32) error { return p.GemmBF16Packed(m, xs, k, pw, beta, d, n) }, nil
+		return func(d, bias []float32) error {
+			beta := float32(0)
+			if bias != nil {
+				be.fillRows(d, bias, m)
+				beta = 1
+			}
+			return p.GemmBF16Packed(m, xs, k, pw, beta, d, n)
+		}, nil
 	}
 	p, _ := be.f32Packer()
 	pw, err := p.PackedView(w.F32(), n, k)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: linear: %w", err)
 	}
-	return func(d []float32, beta float32) error { return p.SgemmPacked(false, m, 1, xs, k, pw, beta, d, n) }, nil
+	return func(d, bias []float32) error {
+		bw := pw
+		if bias != nil {
+			var err error
+			if bw, err = pw.WithBias(bias); err != nil {
+				return err
+			}
+		}
+		return p.SgemmPacked(false, m, 1, xs, k, bw, 0, d, n)
+	}, nil
 }

@@ -118,6 +118,7 @@ type problem struct {
 	beta    float32
 	c       []float32
 	ldc     int
+	bias    []float32 // n column biases added to C (WithBias), or nil
 }
 
 // minParallelFlops is the product size below which one worker does it all:
@@ -163,6 +164,9 @@ func (g *Go) gemm(prob problem) {
 	}
 	if prob.k == 0 || prob.alpha == 0 {
 		scaleC(prob.m, prob.n, prob.beta, prob.c, prob.ldc)
+		if prob.bias != nil {
+			addBias(prob.c, prob.ldc, prob.m, prob.bias)
+		}
 		return
 	}
 	kn := g.kern
@@ -329,10 +333,32 @@ func (g *Go) region(w *workerSpace, p *problem, pl *plan, blk block, r0, r1, q0,
 			default:
 				bp = blk.b.panel(q, blk.kc, kn.nr)
 			}
+			var bias []float32
+			if p.bias != nil && blk.pc == 0 {
+				bias = p.bias[cj : cj+cols]
+			}
 			for ir := 0; ir < mcb; ir += kn.mr {
 				rows := min(kn.mr, mcb-ir)
-				kn.tile(rows, cols, blk.kc, w.a[ir*blk.kc:], bp, p.c[(ic+ir)*p.ldc+cj:], p.ldc, p.alpha, blk.beta, w.scratch)
+				c := p.c[(ic+ir)*p.ldc+cj:]
+				kn.tile(rows, cols, blk.kc, w.a[ir*blk.kc:], bp, c, p.ldc, p.alpha, blk.beta, w.scratch)
+				if bias != nil {
+					addBias(c, p.ldc, rows, bias)
+				}
 			}
+		}
+	}
+}
+
+// addBias adds bias (one per column) to rows of C, len(bias) columns each:
+// a register tile the kernel has just written, still in L1 (the kernel
+// prefetched its lines while it computed), so the bias costs no pass of
+// its own over C, which for a Linear's output is tens of MB written and
+// read back from memory.
+func addBias(c []float32, ldc, rows int, bias []float32) {
+	for i := range rows {
+		ci := c[i*ldc : i*ldc+len(bias)]
+		for j, v := range bias {
+			ci[j] += v
 		}
 	}
 }

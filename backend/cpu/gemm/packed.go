@@ -14,8 +14,9 @@ type Packer interface {
 	// weights) into dst, which must hold PackedLen(n, k) floats; a nil
 	// dst is allocated.
 	PackB(dst []float32, transB bool, n, k int, b []float32, ldb int) (*Packed, error)
-	// SgemmPacked computes C = alpha·op(A)·B + beta·C with B packed by
-	// this Packer; m is the row count of C.
+	// SgemmPacked computes C = alpha·op(A)·B + beta·C (+ B's bias, see
+	// Packed.WithBias) with B packed by this Packer; m is the row count of
+	// C.
 	SgemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Packed, beta float32, c []float32, ldc int) error
 }
 
@@ -28,6 +29,7 @@ type Packed struct {
 	nr     int
 	kernel string
 	data   []float32
+	bias   []float32 // n column biases (WithBias), or nil
 }
 
 // N is the column count of op(B) (the output width of a Linear).
@@ -66,7 +68,8 @@ func (g *Go) PackB(dst []float32, transB bool, n, k int, b []float32, ldb int) (
 	return pk, nil
 }
 
-// SgemmPacked computes C = alpha·op(A)·B + beta·C with B from PackB.
+// SgemmPacked computes C = alpha·op(A)·B + beta·C with B from PackB, plus
+// B's bias (WithBias) in every row.
 func (g *Go) SgemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Packed, beta float32, c []float32, ldc int) error {
 	if b == nil {
 		return fmt.Errorf("gemm: packed product with nil B")
@@ -90,7 +93,7 @@ func (g *Go) SgemmPacked(transA bool, m int, alpha float32, a []float32, lda int
 	}
 	g.gemm(problem{
 		transA: transA, m: m, n: b.n, k: b.k, alpha: alpha, a: a, lda: lda,
-		packed: b, beta: beta, c: c, ldc: ldc,
+		packed: b, beta: beta, c: c, ldc: ldc, bias: b.bias,
 	})
 	return nil
 }
@@ -116,7 +119,24 @@ func (p *Packed) Columns(j0, n int) (*Packed, error) {
 	}
 	panels := ceilDiv(n, p.nr)
 	start := j0 / p.nr * p.k * p.nr
-	return &Packed{n: n, k: p.k, nr: p.nr, kernel: p.kernel, data: p.data[start : start+panels*p.k*p.nr]}, nil
+	c := &Packed{n: n, k: p.k, nr: p.nr, kernel: p.kernel, data: p.data[start : start+panels*p.k*p.nr]}
+	if p.bias != nil {
+		c.bias = p.bias[j0 : j0+n]
+	}
+	return c, nil
+}
+
+// WithBias returns p (sharing its data) with a bias per column, which
+// SgemmPacked adds to every row of C as it writes the first K block: a
+// Linear's bias without a pass of its own over C. alpha does not scale it;
+// it is added in float32 to alpha·A·B + beta·C of that block.
+func (p *Packed) WithBias(bias []float32) (*Packed, error) {
+	if len(bias) != p.n {
+		return nil, fmt.Errorf("gemm: %d biases for a packed operand of %d columns", len(bias), p.n)
+	}
+	c := *p
+	c.bias = bias
+	return &c, nil
 }
 
 // PanelPacker is a Packer whose packed operands can be cut into column

@@ -109,6 +109,8 @@ func (g *Go) SgemmFilledA(m, k int, alpha float32, fill AFiller, b *Packed, beta
 		return fmt.Errorf("gemm: filled product with a nil operand")
 	case b.nr != kn.nr:
 		return fmt.Errorf("gemm: B packed for kernel %s, this GEMM runs %s", b.kernel, kn.name)
+	case b.bias != nil:
+		return errNoBias
 	case m < 0 || k != b.k:
 		return fmt.Errorf("gemm: filled product of %d×%d by %d×%d", m, k, b.k, b.n)
 	}
@@ -201,9 +203,15 @@ func (g *Go) checkPackedAB(a *PackedA, b *Packed) error {
 		return fmt.Errorf("gemm: operands packed for kernels %s and %s, this GEMM runs %s", a.kernel, b.kernel, kn.name)
 	case a.k != b.k:
 		return fmt.Errorf("gemm: packed product of %d×%d by %d×%d", a.m, a.k, b.k, b.n)
+	case b.bias != nil:
+		return errNoBias
 	}
 	return nil
 }
+
+// errNoBias refuses a biased B (Packed.WithBias) where only SgemmPacked
+// adds the bias.
+var errNoBias = fmt.Errorf("gemm: this product adds no bias: multiply a B without one (WithBias is for SgemmPacked)")
 
 // block is blocked's view of a packed A: every panel holds all k steps.
 func (p *PackedA) block(ic, _, pc, _ int) ([]float32, int, int) { return p.data[ic*p.k:], p.k, pc }

@@ -22,6 +22,7 @@ type Stored struct {
 	kernel string
 	data   []byte
 	scale  float32
+	bias   []float32 // n column biases (WithBias), or nil
 }
 
 // DType is the storage dtype.
@@ -45,6 +46,18 @@ func (s *Stored) Scaled(scale float32) *Stored {
 	c := *s
 	c.scale = scale
 	return &c
+}
+
+// WithBias returns s (sharing its data) with a bias per output column,
+// which SgemmStored adds to every row of C as Packed.WithBias does; the
+// scale does not multiply it.
+func (s *Stored) WithBias(bias []float32) (*Stored, error) {
+	if len(bias) != s.n {
+		return nil, fmt.Errorf("gemm: %d biases for a stored weight of %d rows", len(bias), s.n)
+	}
+	c := *s
+	c.bias = bias
+	return &c, nil
 }
 
 // panel widens K steps [pc, pc+kc) of panel q into dst (kc·nr floats).
@@ -183,8 +196,8 @@ func (g *Go) StoredView(dt dtype.DType, data []byte, n, k int) (*Stored, error) 
 	return &Stored{dt: dt, n: n, k: k, nr: g.kern.nr, kernel: g.kern.name, data: data, scale: 1}, nil
 }
 
-// SgemmStored computes C[m×n] = scale·A[m×k]·Wᵀ + beta·C with W packed by
-// PackStored: float32 activations (row stride lda) times the weight
+// SgemmStored computes C[m×n] = scale·A[m×k]·Wᵀ + beta·C (+ W's bias, see
+// WithBias) with W packed by PackStored: float32 activations (row stride lda) times the weight
 // widened exactly, float32 accumulation, as the fp32 GEMM over the widened
 // weight. beta = 0 never reads C.
 func (g *Go) SgemmStored(m int, a []float32, lda int, w *Stored, beta float32, c []float32, ldc int) error {
@@ -204,7 +217,7 @@ func (g *Go) SgemmStored(m int, a []float32, lda int, w *Stored, beta float32, c
 	}
 	g.gemm(problem{
 		m: m, n: w.n, k: w.k, alpha: w.scale * expandUnit(w.dt), a: a, lda: lda,
-		stored: w, beta: beta, c: c, ldc: ldc,
+		stored: w, beta: beta, c: c, ldc: ldc, bias: w.bias,
 	})
 	return nil
 }

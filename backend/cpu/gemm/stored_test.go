@@ -21,6 +21,7 @@ type storedCase struct {
 	beta    float32
 	scale   float32 // 0: unscaled
 	nanC    bool
+	bias    bool // a bias per column (Stored.WithBias)
 }
 
 // storedCases hit the edges of the 6×16 and 14×32 tiles and of the 4×16
@@ -42,6 +43,11 @@ var storedCases = []storedCase{
 	{m: 230, n: 70, k: 1100, pad: 2},
 	{m: 40, n: 1000, k: 130, scale: 2},
 	{m: 301, n: 48, k: 260, beta: 0.25},
+	{m: 3, n: 5, k: 0, beta: 0.5, bias: true},
+	{m: 2, n: 3, k: 4, nanC: true, bias: true},
+	{m: 13, n: 31, k: 31, beta: 0.5, scale: 3, bias: true},
+	{m: 230, n: 70, k: 1100, pad: 2, bias: true},
+	{m: 301, n: 48, k: 260, beta: 1, bias: true},
 }
 
 // selection is a kernel selection the stored products are checked under:
@@ -78,7 +84,7 @@ func TestSgemmStored(t *testing.T) {
 	eachSelection(t, nil, func(t *testing.T, g *gemm.Go) {
 		for _, dt := range storedTypes {
 			for _, c := range storedCases {
-				t.Run(fmt.Sprintf("%s/%s/%dx%dx%d/pad%d/beta%g/scale%g", g.Kernel(), dt, c.m, c.n, c.k, c.pad, c.beta, c.scale), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/%s/%dx%dx%d/pad%d/beta%g/scale%g/bias%v", g.Kernel(), dt, c.m, c.n, c.k, c.pad, c.beta, c.scale, c.bias), func(t *testing.T) {
 					runStoredCase(t, g, dt, c)
 				})
 			}
@@ -160,7 +166,11 @@ func runStoredCase(t *testing.T, g *gemm.Go, dt dtype.DType, c storedCase) {
 	if scale == 0 {
 		scale = 1
 	}
-	want, tol := refStored(c, dt, scale, a, lda, w, ldw, cm, ldc)
+	var bias []float32
+	if c.bias {
+		bias = randSlice(rng, c.n)
+	}
+	want, tol := refStored(c, dt, scale, a, lda, w, ldw, cm, ldc, bias)
 	pw, err := g.PackStored(nil, dt, c.n, c.k, w, ldw)
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +180,11 @@ func runStoredCase(t *testing.T, g *gemm.Go, dt dtype.DType, c storedCase) {
 	}
 	if c.scale != 0 {
 		pw = pw.Scaled(c.scale)
+	}
+	if c.bias {
+		if pw, err = pw.WithBias(bias); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := g.SgemmStored(c.m, a, lda, pw, c.beta, cm, ldc); err != nil {
 		t.Fatal(err)
@@ -184,11 +199,11 @@ func runStoredCase(t *testing.T, g *gemm.Go, dt dtype.DType, c storedCase) {
 	}
 }
 
-// refStored is scale·A·Wᵀ + beta·C in float64 from W decoded by package
-// dtype, with a per-element tolerance: float32 FMA accumulation over k
-// terms errs at most k·2⁻²⁴·Σ|a·w|, plus the roundings of the scale and
-// of beta·C.
-func refStored(c storedCase, dt dtype.DType, scale float32, a []float32, lda int, w []byte, ldw int, cm []float32, ldc int) (want, tol []float64) {
+// refStored is scale·A·Wᵀ + beta·C (+ bias) in float64 from W decoded by
+// package dtype, with a per-element tolerance: float32 FMA accumulation
+// over k terms errs at most k·2⁻²⁴·Σ|a·w|, plus the roundings of the
+// scale, of beta·C and of the bias's addition.
+func refStored(c storedCase, dt dtype.DType, scale float32, a []float32, lda int, w []byte, ldw int, cm []float32, ldc int, bias []float32) (want, tol []float64) {
 	want, tol = make([]float64, c.m*c.n), make([]float64, c.m*c.n)
 	u := math.Ldexp(1, -24)
 	for i := range c.m {
@@ -205,6 +220,10 @@ func refStored(c storedCase, dt dtype.DType, scale float32, a []float32, lda int
 				bc := float64(c.beta) * float64(cm[i*ldc+j])
 				s += bc
 				abs += math.Abs(bc)
+			}
+			if bias != nil {
+				s += float64(bias[j])
+				abs += math.Abs(float64(bias[j]))
 			}
 			want[i*c.n+j] = s
 			tol[i*c.n+j] = float64(c.k+3)*u*abs + 1e-30
