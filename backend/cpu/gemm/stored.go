@@ -197,9 +197,9 @@ func (g *Go) StoredView(dt dtype.DType, data []byte, n, k int) (*Stored, error) 
 }
 
 // SgemmStored computes C[m×n] = scale·A[m×k]·Wᵀ + beta·C (+ W's bias, see
-// WithBias) with W packed by PackStored: float32 activations (row stride lda) times the weight
-// widened exactly, float32 accumulation, as the fp32 GEMM over the widened
-// weight. beta = 0 never reads C.
+// WithBias) with W packed by PackStored: float32 activations (row stride
+// lda) times the weight widened exactly, float32 accumulation, as the fp32
+// GEMM over the widened weight. beta = 0 never reads C.
 func (g *Go) SgemmStored(m int, a []float32, lda int, w *Stored, beta float32, c []float32, ldc int) error {
 	switch {
 	case w == nil:
