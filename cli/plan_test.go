@@ -271,9 +271,11 @@ func TestPlanPrompt(t *testing.T) {
 		TextEncoderS float64 `json:"text_encoder_s"`
 		PeakDevice   int64   `json:"peak_device_bytes"`
 	}
+	// One placement for both, so that the prompt is all that differs:
+	// auto may place a cheaper text encoder otherwise, at a higher peak.
 	plan := func(extra ...string) prediction {
 		t.Helper()
-		args := append([]string{"plan", "--model", dir, "--height", "64", "--width", "64", "--frames", "5", "--steps", "2", "--json"}, extra...)
+		args := append([]string{"plan", "--model", dir, "--height", "64", "--width", "64", "--frames", "5", "--steps", "2", "--plan", "stream", "--json"}, extra...)
 		code, out, stderr := ferry(t, args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, stderr)

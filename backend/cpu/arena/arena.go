@@ -7,7 +7,8 @@
 // The policy is in the spirit of PyTorch's caching allocator: small
 // requests share 2 MiB segments; a large request gets a segment of its own,
 // rounded up to its size class (at most 1/8 more), that is never split, and
-// freed blocks are cached for reuse. Because a large segment only ever
+// freed blocks are cached for reuse (a cached large segment serves its own
+// class, or one up to a third smaller: ReuseSlack). Because a large segment only ever
 // holds one block, a free large block is an empty segment that can be given
 // back when the capacity is reached: under a hard budget the cache cannot
 // fragment into pieces too small for the next large tensor.
@@ -52,9 +53,14 @@ type Segment struct {
 
 // Block is a span inside a segment; neighbours are linked for coalescing.
 type Block struct {
-	Seg        *Segment
-	Off, Size  int64
-	allocated  bool
+	Seg       *Segment
+	Off, Size int64
+	allocated bool
+	// held is what an allocated block counts in Allocated: its size, or
+	// for a large request in a larger cached segment (ReuseSlack) the
+	// request's size class, so that what tensors take does not depend on
+	// which segments happened to be cached.
+	held       int64
 	prev, next *Block
 }
 
@@ -118,10 +124,10 @@ func (a *Arena) Free(b *Block) int64 {
 	if b == nil || !b.allocated {
 		return 0
 	}
-	size := b.Size
+	size := b.held
 	b.allocated = false
-	b.Seg.Used -= b.Size
-	a.Allocated -= b.Size
+	b.Seg.Used -= b.held
+	a.Allocated -= b.held
 	if n := b.next; n != nil && !n.allocated {
 		a.removeFree(n)
 		b.Size += n.Size
@@ -258,15 +264,20 @@ func (a *Arena) use(b *Block, size int64) *Block {
 		a.insertFree(tail)
 	}
 	b.allocated = true
-	b.Seg.Used += b.Size
-	a.Allocated += b.Size
+	b.held = b.Size
+	if b.Seg.Large {
+		b.held = min(b.Size, SizeClass(size))
+	}
+	b.Seg.Used += b.held
+	a.Allocated += b.held
 	a.PeakAllocated = max(a.PeakAllocated, a.Allocated)
 	return b
 }
 
 // takeFree removes and returns a cached block for size bytes: for a small
 // request the smallest free span of a small segment that holds it, for a
-// large one a cached segment of exactly its size class.
+// large one the smallest cached segment of its size class or up to
+// ReuseSlack larger.
 func (a *Arena) takeFree(size int64) *Block {
 	large := size >= SmallLimit
 	want := size
@@ -276,17 +287,32 @@ func (a *Arena) takeFree(size int64) *Block {
 	i := sort.Search(len(a.free), func(i int) bool { return a.free[i].Size >= want })
 	for ; i < len(a.free); i++ {
 		b := a.free[i]
-		if b.Seg.Large != large || (large && b.Size != want) {
-			if large && b.Size > want {
-				break // sorted by size: no exact class left
-			}
+		if b.Seg.Large != large {
 			continue
+		}
+		if large && !reusable(b.Size, want) {
+			break // sorted by size: none close enough left
 		}
 		a.free = append(a.free[:i], a.free[i+1:]...)
 		return b
 	}
 	return nil
 }
+
+// ReuseSlack, in halves, is how much larger than a request's size class a
+// cached large segment may be and still be handed to it (whole, never
+// split) when none of its own class is cached: up to half as large again.
+// Without it the request maps fresh memory (slow to touch, and counted in
+// RSS) while a slightly larger empty segment sits in the cache; without a
+// bound a small tensor could hold a segment many times its size. 3/2
+// predicted the lowest peak reserved bytes for issue 23's request (3.47
+// GiB; 3.86 with exact classes only, 3.74 at 5/4, 3.55 at 2, 3.76
+// unbounded).
+const ReuseSlack = 3
+
+// reusable says whether a cached large segment of size bytes may serve a
+// request of size class want.
+func reusable(size, want int64) bool { return size <= want*ReuseSlack/2 }
 
 func (a *Arena) insertFree(b *Block) {
 	i := sort.Search(len(a.free), func(i int) bool { return !before(a.free[i], b) })

@@ -113,3 +113,62 @@ func TestSizeClass(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeReuse: a large request takes a cached segment of its own size
+// class, else the smallest cached one up to half as large again (whole,
+// counting its own class as allocated), and maps fresh memory only when
+// none is that close.
+func TestLargeReuse(t *testing.T) {
+	const mib = int64(1 << 20)
+	for _, c := range []struct {
+		name   string
+		cached []int64 // sizes allocated then freed, in order
+		want   int64   // the request
+		reuse  int64   // the cached segment it gets; 0: a fresh one
+	}{
+		{"own class", []int64{64 * mib, 40 * mib}, 40 * mib, 40 * mib},
+		{"own class before a larger", []int64{48 * mib, 40 * mib}, 40 * mib, 40 * mib},
+		{"larger within half again", []int64{56 * mib}, 40 * mib, 56 * mib},
+		{"the smallest larger", []int64{60 * mib, 48 * mib}, 40 * mib, 48 * mib},
+		{"exactly half again", []int64{60 * mib}, 40 * mib, 60 * mib},
+		{"too large", []int64{64 * mib}, 40 * mib, 0},
+		{"only smaller", []int64{32 * mib}, 40 * mib, 0},
+		{"small segments never serve large", []int64{mib / 2}, 2 * mib, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := int64(1 << 40)
+			a := Arena{Map: func(size int64) (int64, any, error) { base += size; return base, nil, nil }}
+			var blocks []*Block
+			for _, n := range c.cached {
+				b, err := a.Alloc(Round(n))
+				if err != nil {
+					t.Fatal(err)
+				}
+				blocks = append(blocks, b)
+			}
+			for _, b := range blocks {
+				a.Free(b)
+			}
+			mapped := a.Mapped
+			b, err := a.Alloc(Round(c.want))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case c.reuse == 0 && a.Mapped == mapped:
+				t.Errorf("%d bytes took a cached segment of %d", c.want, b.Seg.Size)
+			case c.reuse != 0 && (a.Mapped != mapped || b.Seg.Size != SizeClass(c.reuse)):
+				t.Errorf("%d bytes got a segment of %d (mapped %d more), want the cached %d", c.want, b.Seg.Size, a.Mapped-mapped, SizeClass(c.reuse))
+			}
+			if b.Seg.Large && b.Size != b.Seg.Size {
+				t.Errorf("a large segment split: block %d of %d", b.Size, b.Seg.Size)
+			}
+			if want := SizeClass(c.want); c.want >= SmallLimit && a.Allocated != want {
+				t.Errorf("allocated %d, want the request's class %d", a.Allocated, want)
+			}
+			if got := a.Free(b); a.Allocated != 0 || (c.want >= SmallLimit && got != SizeClass(c.want)) {
+				t.Errorf("free returned %d and left %d allocated", got, a.Allocated)
+			}
+		})
+	}
+}
