@@ -8,10 +8,10 @@
 // requests share 2 MiB segments; a large request gets a segment of its own,
 // rounded up to its size class (at most 1/8 more), that is never split, and
 // freed blocks are cached for reuse (a cached large segment serves its own
-// class, or one up to a third smaller: ReuseSlack). Because a large segment only ever
-// holds one block, a free large block is an empty segment that can be given
-// back when the capacity is reached: under a hard budget the cache cannot
-// fragment into pieces too small for the next large tensor.
+// class, or one up to a third smaller: ReuseSlack). Because a large segment
+// only ever holds one block, a free large block is an empty segment that
+// can be given back when the capacity is reached: under a hard budget the
+// cache cannot fragment into pieces too small for the next large tensor.
 package arena
 
 import (
