@@ -40,12 +40,16 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 	if k == 0 {
 		m = dst.Len() / max(n, 1)
 	}
+	bs, err := optF32("bias", bias)
+	if err != nil {
+		return err
+	}
 	var ws []float32
 	var wr []byte // a dense 16- or 8-bit weight's raw bytes
 	var packed linearPacked
 	switch {
 	case w.Layout() != "":
-		if packed, err = be.packedLinear(w, xs, m); err != nil {
+		if packed, err = be.packedLinear(w, xs, bs, m); err != nil {
 			return err
 		}
 	case narrowFloat(w.DType()):
@@ -57,16 +61,11 @@ func (be *Backend) Linear(dst, x, w, bias *tensor.Tensor) error {
 			return err
 		}
 	}
-	bs, err := optF32("bias", bias)
-	if err != nil {
-		return err
-	}
 	if m == 0 || n == 0 {
 		return nil
 	}
 	if packed != nil {
-		// The packed products add the bias as they write C.
-		if err := packed(d, bs); err != nil {
+		if err := packed(d); err != nil {
 			return fmt.Errorf("cpu: linear %v · %vᵀ: %w", x, w, err)
 		}
 		return nil

@@ -183,13 +183,14 @@ func (be *Backend) rowsAs(raw []byte, src, dt dtype.DType, n int) ([]byte, func(
 	return to.Raw(), func() { rowsPool.Put(sp) }, nil
 }
 
-// linearPacked sets d = xs·wᵀ + bias (nil: none) over a weight packed by
-// PackRows (made by packedLinear, which checked the layout).
-type linearPacked func(d, bias []float32) error
+// linearPacked sets d = xs·wᵀ + bias over a weight packed by PackRows
+// (made by packedLinear, which checked the layout).
+type linearPacked func(d []float32) error
 
 // packedLinear checks that w was packed by this backend and returns the
-// product over it for m rows of xs.
-func (be *Backend) packedLinear(w *tensor.Tensor, xs []float32, m int) (linearPacked, error) {
+// product over it for m rows of xs, plus bias (nil: none), which the fp32
+// and stored products add as they write each tile of d (WithBias).
+func (be *Backend) packedLinear(w *tensor.Tensor, xs, bias []float32, m int) (linearPacked, error) {
 	layout, _ := be.layoutOf(w.DType())
 	if layout == "" || w.Layout() != layout || w.Rank() != 2 {
 		return nil, fmt.Errorf("cpu: linear with weight %v packed as %s: this backend computes %s with %s and %s", w, w.Layout(), be.compute, be.gemm.Name(), be.bf16.Name())
@@ -201,22 +202,13 @@ func (be *Backend) packedLinear(w *tensor.Tensor, xs []float32, m int) (linearPa
 	if be.storedPacked(w.DType()) {
 		g := be.expander()
 		sw, err := g.StoredView(w.DType(), w.Raw(), n, k)
+		if err == nil {
+			sw, err = sw.Scaled(w.Scale()).WithBias(bias)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("cpu: linear: %w", err)
 		}
-		if s := w.Scale(); s != 1 {
-			sw = sw.Scaled(s)
-		}
-		return func(d, bias []float32) error {
-			bw := sw
-			if bias != nil {
-				var err error
-				if bw, err = sw.WithBias(bias); err != nil {
-					return err
-				}
-			}
-			return g.SgemmStored(m, xs, k, bw, 0, d, n)
-		}, nil
+		return func(d []float32) error { return g.SgemmStored(m, xs, k, sw, 0, d, n) }, nil
 	}
 	if w.Scale() != 1 {
 		return nil, fmt.Errorf("cpu: linear with weight %v: a recorded scale on a %s weight (only fp8 weights keep one)", w, w.DType())
@@ -227,7 +219,8 @@ func (be *Backend) packedLinear(w *tensor.Tensor, xs []float32, m int) (linearPa
 		if err != nil {
 			return nil, fmt.Errorf("cpu: linear: %w", err)
 		}
-		return func(d, bias []float32) error {
+		return func(d []float32) error {
+			// The bf16 products have no bias of their own: fill, add onto it.
 			beta := float32(0)
 			if bias != nil {
 				be.fillRows(d, bias, m)
@@ -238,17 +231,11 @@ func (be *Backend) packedLinear(w *tensor.Tensor, xs []float32, m int) (linearPa
 	}
 	p, _ := be.f32Packer()
 	pw, err := p.PackedView(w.F32(), n, k)
+	if err == nil {
+		pw, err = pw.WithBias(bias)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cpu: linear: %w", err)
 	}
-	return func(d, bias []float32) error {
-		bw := pw
-		if bias != nil {
-			var err error
-			if bw, err = pw.WithBias(bias); err != nil {
-				return err
-			}
-		}
-		return p.SgemmPacked(false, m, 1, xs, k, bw, 0, d, n)
-	}, nil
+	return func(d []float32) error { return p.SgemmPacked(false, m, 1, xs, k, pw, 0, d, n) }, nil
 }

@@ -125,7 +125,8 @@ func (p *biasCase) check(t *testing.T, got []float32, j0, n int) {
 }
 
 // TestBiasRejects: a bias of the wrong length, and a biased B where the
-// product adds no bias, are errors, not silently dropped biases.
+// product adds no bias, are errors, not silently dropped biases; a nil
+// bias leaves an unbiased operand as it is.
 func TestBiasRejects(t *testing.T) {
 	g := gemm.DefaultGo()
 	const m, n, k = 6, 20, 8
@@ -138,9 +139,15 @@ func TestBiasRejects(t *testing.T) {
 	if _, err := pk.WithBias(make([]float32, n-1)); err == nil {
 		t.Error("WithBias accepted 19 biases for 20 columns")
 	}
+	if same, err := pk.WithBias(nil); err != nil || same != pk {
+		t.Errorf("WithBias(nil) on an unbiased operand: %p, %v; want the operand itself", same, err)
+	}
 	biased, err := pk.WithBias(make([]float32, n))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if plain, err := biased.WithBias(nil); err != nil || plain == biased {
+		t.Errorf("WithBias(nil) on a biased operand: %p, %v; want a copy without the bias", plain, err)
 	}
 	pa, err := g.PackA(nil, false, m, k, randSlice(rng, m*k), k)
 	if err != nil {

@@ -118,7 +118,18 @@ type problem struct {
 	beta    float32
 	c       []float32
 	ldc     int
-	bias    []float32 // n column biases added to C (WithBias), or nil
+}
+
+// bias is the column biases the product adds to C: its B operand's
+// (Packed.WithBias, Stored.WithBias), or nil.
+func (p *problem) bias() []float32 {
+	switch {
+	case p.packed != nil:
+		return p.packed.bias
+	case p.stored != nil:
+		return p.stored.bias
+	}
+	return nil
 }
 
 // minParallelFlops is the product size below which one worker does it all:
@@ -164,8 +175,8 @@ func (g *Go) gemm(prob problem) {
 	}
 	if prob.k == 0 || prob.alpha == 0 {
 		scaleC(prob.m, prob.n, prob.beta, prob.c, prob.ldc)
-		if prob.bias != nil {
-			addBias(prob.c, prob.ldc, prob.m, prob.bias)
+		if bias := prob.bias(); bias != nil {
+			addBias(prob.c, prob.ldc, prob.m, bias)
 		}
 		return
 	}
@@ -334,8 +345,8 @@ func (g *Go) region(w *workerSpace, p *problem, pl *plan, blk block, r0, r1, q0,
 				bp = blk.b.panel(q, blk.kc, kn.nr)
 			}
 			var bias []float32
-			if p.bias != nil && blk.pc == 0 {
-				bias = p.bias[cj : cj+cols]
+			if all := p.bias(); all != nil && blk.pc == 0 {
+				bias = all[cj : cj+cols]
 			}
 			for ir := 0; ir < mcb; ir += kn.mr {
 				rows := min(kn.mr, mcb-ir)

@@ -93,7 +93,7 @@ func (g *Go) SgemmPacked(transA bool, m int, alpha float32, a []float32, lda int
 	}
 	g.gemm(problem{
 		transA: transA, m: m, n: b.n, k: b.k, alpha: alpha, a: a, lda: lda,
-		packed: b, beta: beta, c: c, ldc: ldc, bias: b.bias,
+		packed: b, beta: beta, c: c, ldc: ldc,
 	})
 	return nil
 }
@@ -129,9 +129,13 @@ func (p *Packed) Columns(j0, n int) (*Packed, error) {
 // WithBias returns p (sharing its data) with a bias per column, which
 // SgemmPacked adds to every row of C as it writes the first K block: a
 // Linear's bias without a pass of its own over C. alpha does not scale it;
-// it is added in float32 to alpha·A·B + beta·C of that block.
+// it is added in float32 to alpha·A·B + beta·C of that block. A nil bias
+// on p without one returns p.
 func (p *Packed) WithBias(bias []float32) (*Packed, error) {
-	if len(bias) != p.n {
+	if bias == nil && p.bias == nil {
+		return p, nil
+	}
+	if bias != nil && len(bias) != p.n {
 		return nil, fmt.Errorf("gemm: %d biases for a packed operand of %d columns", len(bias), p.n)
 	}
 	c := *p

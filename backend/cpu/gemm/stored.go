@@ -41,8 +41,11 @@ func (s *Stored) Scale() float32 { return s.scale }
 func (s *Stored) Bytes() int64 { return int64(len(s.data)) }
 
 // Scaled returns s multiplied by scale (sharing s's data): the per-tensor
-// scale_weight of an fp8 checkpoint.
+// scale_weight of an fp8 checkpoint. s's own scale returns s.
 func (s *Stored) Scaled(scale float32) *Stored {
+	if scale == s.scale {
+		return s
+	}
 	c := *s
 	c.scale = scale
 	return &c
@@ -50,9 +53,12 @@ func (s *Stored) Scaled(scale float32) *Stored {
 
 // WithBias returns s (sharing its data) with a bias per output column,
 // which SgemmStored adds to every row of C as Packed.WithBias does; the
-// scale does not multiply it.
+// scale does not multiply it. A nil bias on s without one returns s.
 func (s *Stored) WithBias(bias []float32) (*Stored, error) {
-	if len(bias) != s.n {
+	if bias == nil && s.bias == nil {
+		return s, nil
+	}
+	if bias != nil && len(bias) != s.n {
 		return nil, fmt.Errorf("gemm: %d biases for a stored weight of %d rows", len(bias), s.n)
 	}
 	c := *s
@@ -217,7 +223,7 @@ func (g *Go) SgemmStored(m int, a []float32, lda int, w *Stored, beta float32, c
 	}
 	g.gemm(problem{
 		m: m, n: w.n, k: w.k, alpha: w.scale * expandUnit(w.dt), a: a, lda: lda,
-		stored: w, beta: beta, c: c, ldc: ldc, bias: w.bias,
+		stored: w, beta: beta, c: c, ldc: ldc,
 	})
 	return nil
 }
