@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -18,16 +17,10 @@ import (
 func TestCalibrateRecordsMachine(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("HOME", t.TempDir())
-	code, out, stderr := ferry(t, "calibrate", "--quick", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
 	var c struct {
 		Machine *hwprofile.Machine `json:"machine"`
 	}
-	if err := json.Unmarshal([]byte(out), &c); err != nil {
-		t.Fatal(err)
-	}
+	ferryJSON(t, &c, "calibrate", "--quick", "--json")
 	here := hwprofile.ThisMachine()
 	if c.Machine == nil || c.Machine.Kernels != cpu.KernelISA() || c.Machine.Model != here.Model || c.Machine.Cores != here.Cores {
 		t.Fatalf("machine %+v, want this one: %+v", c.Machine, here)

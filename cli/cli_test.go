@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,19 @@ func ferry(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// ferryJSON runs the CLI with args (a --json command) and decodes its
+// output into v; a non-zero exit or output that is not v's JSON fails t.
+func ferryJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	code, out, stderr := ferry(t, args...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, stderr)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
 }
 
 var (

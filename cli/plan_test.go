@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,19 +27,13 @@ func TestPlanBuiltinNoFiles(t *testing.T) {
 
 func TestPlanJSONAndOut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "plan.yaml")
-	code, out, stderr := ferry(t, "plan", "--model", "wan2.1-t2v-1.3b", "--height", "256", "--width", "256", "--frames", "17",
-		"--steps", "2", "--device-mem", "1536MiB", "--host-mem", "4GiB", "--json", "--out", path)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
 	var pred struct {
 		PeakDeviceReserved int64   `json:"peak_device_reserved_bytes"`
 		TotalS             float64 `json:"total_s"`
 		Fits               bool    `json:"fits"`
 	}
-	if err := json.Unmarshal([]byte(out), &pred); err != nil {
-		t.Fatal(err)
-	}
+	ferryJSON(t, &pred, "plan", "--model", "wan2.1-t2v-1.3b", "--height", "256", "--width", "256", "--frames", "17",
+		"--steps", "2", "--device-mem", "1536MiB", "--host-mem", "4GiB", "--json", "--out", path)
 	if !pred.Fits || pred.PeakDeviceReserved > 1536<<20 || pred.TotalS <= 0 {
 		t.Errorf("prediction %+v", pred)
 	}
@@ -80,18 +73,12 @@ func TestFastVideoFlags(t *testing.T) {
 func TestCalibrateQuick(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("HOME", t.TempDir())
-	code, out, stderr := ferry(t, "calibrate", "--quick", "--json", "--disk-gbps", "0.2")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
 	var c struct {
 		GemmGFLOPS map[string]float64 `json:"gemm_gflops"`
 		DiskGBps   float64            `json:"disk_gbps"`
 		Path       string             `json:"path"`
 	}
-	if err := json.Unmarshal([]byte(out), &c); err != nil {
-		t.Fatal(err)
-	}
+	ferryJSON(t, &c, "calibrate", "--quick", "--json", "--disk-gbps", "0.2")
 	if c.GemmGFLOPS["go"] <= 0 || c.DiskGBps != 0.2 {
 		t.Errorf("calibration %+v", c)
 	}
@@ -118,14 +105,8 @@ func TestCalibrateKeepsCheckpointFigures(t *testing.T) {
 	}
 	calibrate := func(args ...string) figure {
 		t.Helper()
-		code, out, stderr := ferry(t, append([]string{"calibrate", "--quick", "--json"}, args...)...)
-		if code != 0 {
-			t.Fatalf("calibrate %v: exit %d: %s", args, code, stderr)
-		}
 		var f figure
-		if err := json.Unmarshal([]byte(out), &f); err != nil {
-			t.Fatal(err)
-		}
+		ferryJSON(t, &f, append([]string{"calibrate", "--quick", "--json"}, args...)...)
 		return f
 	}
 	probed := calibrate("--checkpoint", dir)
@@ -179,17 +160,11 @@ func TestPlanProbesTheCheckpoint(t *testing.T) {
 	plan := func(extra ...string) (gbps float64, note string) {
 		t.Helper()
 		args := append([]string{"plan", "--model", dir, "--height", "64", "--width", "64", "--frames", "5", "--steps", "2", "--json"}, extra...)
-		code, out, stderr := ferry(t, args...)
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
 		var pred struct {
 			DiskGBps float64 `json:"disk_gbps"`
 			DiskNote string  `json:"disk_note"`
 		}
-		if err := json.Unmarshal([]byte(out), &pred); err != nil {
-			t.Fatal(err)
-		}
+		ferryJSON(t, &pred, args...)
 		return pred.DiskGBps, pred.DiskNote
 	}
 	drop()
@@ -212,19 +187,13 @@ func TestPlanImage(t *testing.T) {
 	vaeBlocks := func(model string, extra ...string) int {
 		t.Helper()
 		args := append([]string{"plan", "--model", model, "--height", "256", "--width", "256", "--frames", "17", "--steps", "2", "--json"}, extra...)
-		code, out, stderr := ferry(t, args...)
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, stderr)
-		}
 		var pred struct {
 			Components []struct {
 				Name   string `json:"name"`
 				Blocks int    `json:"blocks"`
 			} `json:"components"`
 		}
-		if err := json.Unmarshal([]byte(out), &pred); err != nil {
-			t.Fatal(err)
-		}
+		ferryJSON(t, &pred, args...)
 		for _, c := range pred.Components {
 			if c.Name == "vae" {
 				return c.Blocks
@@ -276,14 +245,8 @@ func TestPlanPrompt(t *testing.T) {
 	plan := func(extra ...string) prediction {
 		t.Helper()
 		args := append([]string{"plan", "--model", dir, "--height", "64", "--width", "64", "--frames", "5", "--steps", "2", "--plan", "stream", "--json"}, extra...)
-		code, out, stderr := ferry(t, args...)
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, stderr)
-		}
 		var p prediction
-		if err := json.Unmarshal([]byte(out), &p); err != nil {
-			t.Fatal(err)
-		}
+		ferryJSON(t, &p, args...)
 		return p
 	}
 	whole, short := plan(), plan("--prompt", "a red fox", "--negative-prompt", "blurry")
