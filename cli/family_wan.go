@@ -33,7 +33,7 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 	}
 	r := wan.Request{Prompt: g.prompt, NegativePrompt: g.negative, Height: g.height, Width: g.width,
 		Frames: g.frames, Steps: g.steps, Guidance: g.guidance, FlowShift: g.flowShift, Seed: g.seed,
-		MaxSeqLen: g.maxSeqLen}
+		MaxSeqLen: g.maxSeqLen, NumVideos: g.numVideos}
 	if g.prompt == "" {
 		return nil, userf("--prompt TEXT is required")
 	}
@@ -55,9 +55,15 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 			return nil, asUser(fmt.Errorf("--latents: %w", err))
 		}
 		s := p.SpatialScale()
-		if len(shape) != 5 || shape[0] != 1 || shape[1] != p.ZDim() {
-			return nil, userf("--latents %s: shape %v, want [1, %d, T, H/%d, W/%d]", g.latents, shape, p.ZDim(), s, s)
+		if len(shape) != 5 || shape[0] < 1 || shape[1] != p.ZDim() {
+			return nil, userf("--latents %s: shape %v, want [videos, %d, T, H/%d, W/%d]", g.latents, shape, p.ZDim(), s, s)
 		}
+		// The latents' batch is the videos' count; a --num-videos that
+		// disagrees is an error.
+		if g.numVideos != 0 && g.numVideos != shape[0] {
+			return nil, userf("--latents %s holds %d videos' latents; drop --num-videos %d or make it match", g.latents, shape[0], g.numVideos)
+		}
+		r.NumVideos = shape[0]
 		// The latents fix the shape; flags that disagree are an error.
 		want := wan.Request{Height: shape[3] * s, Width: shape[4] * s, Frames: (shape[2]-1)*4 + 1}
 		if (g.height != 0 && g.height != want.Height) || (g.width != 0 && g.width != want.Width) || (g.frames != 0 && r.Frames != want.Frames) {
@@ -119,7 +125,11 @@ func (j *wanJob) Run(rt *pipeline.Runtime) ([]float32, error) {
 }
 
 func (j *wanJob) Title() string {
-	return fmt.Sprintf("%s %dx%d, %d frames, %d steps", j.name, j.req.Width, j.req.Height, j.req.Frames, j.req.Steps)
+	t := fmt.Sprintf("%s %dx%d, %d frames, %d steps", j.name, j.req.Width, j.req.Height, j.req.Frames, j.req.Steps)
+	if n := j.req.NumVideos; n > 1 {
+		t += fmt.Sprintf(", %d videos", n)
+	}
+	return t
 }
 
 func (j *wanJob) SetProgress(onStep, onFrame func(done, total int)) {
@@ -142,7 +152,7 @@ func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
 			return nil, planner.Request{}, asUser(err)
 		}
 	}
-	return prof, planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
+	return prof, planner.Request{Batch: r.NumVideos, Prompts: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
 		PromptTokens: j.p.PromptTokens(r), Steps: r.VideoSteps(), Guidance: r.Guidance, FlowShift: r.FlowShift, AdapterBytes: wan.LoRABytes(r.LoRAs),
 		AdapterBytes2: wan.LoRABytes(r.LoRAs2), LoRA: wan.LoRARanks(r.LoRAs), LoRA2: wan.LoRARanks(r.LoRAs2)}, nil
 }

@@ -29,6 +29,7 @@ func runPlan(e *env, args []string) error {
 	guidance := fs.Float64("guidance", 5, "guidance scale (<= 1: no CFG)")
 	flowShift := fs.Float64("flow-shift", 0, "override the scheduler's shift (moves Wan 2.2 A14B's expert switch)")
 	textLen := fs.Int("max-sequence-length", 512, "text context length")
+	videos := fs.Int("num-videos", 1, "videos of the prompt made as one batch, as ferry generate --num-videos makes them")
 	prompt := fs.String("prompt", "", "plan for this prompt (with a model folder, whose tokenizer counts it): the text encoder runs on its tokens and the transformer attends them and one row for the padding (default: a prompt of max-sequence-length tokens)")
 	negative := fs.String("negative-prompt", "", "with --prompt and guidance > 1: the negative prompt")
 	image := fs.String("image", "", "image-to-video: the first frame's image (.png, .jpg), as ferry generate takes it; a TI2V model plans image to video with it")
@@ -62,7 +63,10 @@ func runPlan(e *env, args []string) error {
 	if err := planImageFlag(prof, *image); err != nil {
 		return err
 	}
-	req := planner.Request{Batch: 1, Frames: *frames, Height: *height, Width: *width, TextLen: *textLen, Steps: *steps, Guidance: *guidance, FlowShift: *flowShift}
+	if *videos < 1 || *videos > wan.MaxVideos {
+		return userf("--num-videos must be 1 to %d, got %d", wan.MaxVideos, *videos)
+	}
+	req := planner.Request{Batch: *videos, Prompts: 1, Frames: *frames, Height: *height, Width: *width, TextLen: *textLen, Steps: *steps, Guidance: *guidance, FlowShift: *flowShift}
 	if req.PromptTokens, err = promptTokens(*model, wan.Request{Prompt: *prompt, NegativePrompt: *negative, Guidance: *guidance, MaxSeqLen: *textLen}); err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"ferry/chart"
@@ -49,15 +51,14 @@ func execute(e *env, g *genFlags, j job, pl planned) error {
 	if err := rt.CheckReleased(); err != nil {
 		return err
 	}
-	f, h, w := j.Shape()
-	if err := media.Write(g.out, pix, f, h, w, g.fps); err != nil {
+	outputs, err := writeVideos(g, j, pix)
+	if err != nil {
 		return err
 	}
 	rep := pipeline.Report{Model: g.model, Request: j.Request(), Plan: plan, Budget: budget, Measured: measured}
 	if pl.pred != nil {
 		rep.Predicted = pl.pred
 	}
-	outputs := []string{g.out}
 	if g.report != "" {
 		if err := pipeline.WriteJSON(g.report, rep); err != nil {
 			return err
@@ -81,6 +82,42 @@ func execute(e *env, g *genFlags, j job, pl planned) error {
 		summary(rt, j, pl, rep, outputs).Write(e.stderr)
 	}
 	return nil
+}
+
+// writeVideos writes the job's videos (pix holds them one after
+// another) to --out, or with more than one to --out numbered from 1
+// (videoPath), and returns the paths written.
+func writeVideos(g *genFlags, j job, pix []float32) ([]string, error) {
+	f, h, w := j.Shape()
+	per := f * h * w * 3
+	if per == 0 || len(pix)%per != 0 {
+		return nil, fmt.Errorf("the run made %d values, not whole videos of %dx%dx%dx3", len(pix), f, h, w)
+	}
+	n := len(pix) / per
+	var paths []string
+	for i := range n {
+		path := videoPath(g.out, i, n)
+		if err := media.Write(path, pix[i*per:(i+1)*per], f, h, w, g.fps); err != nil {
+			return nil, err
+		}
+		paths = append(paths, path)
+	}
+	return paths, nil
+}
+
+// videoPath is where video i of n goes: out itself for one video, else
+// out with "-i" (from 1) before its extension, or after a frames
+// directory's name (out ends in a slash): cat.mp4 -> cat-2.mp4,
+// frames/ -> frames-2/.
+func videoPath(out string, i, n int) string {
+	if n == 1 {
+		return out
+	}
+	if strings.HasSuffix(out, "/") {
+		return fmt.Sprintf("%s-%d/", strings.TrimSuffix(out, "/"), i+1)
+	}
+	ext := filepath.Ext(out)
+	return fmt.Sprintf("%s-%d%s", strings.TrimSuffix(out, ext), i+1, ext)
 }
 
 // bars turns pipeline events into one progress bar per phase.

@@ -335,7 +335,7 @@ func (pl *pipelineSim) text() {
 	// of their real tokens, downloads the result and frees it.
 	req := pl.req
 	req.TextLen = req.PromptTokens
-	ps, out := umt5Pass(pl.p, req, prompts*pl.req.Batch, pl.id)
+	ps, out := umt5Pass(pl.p, req, prompts*pl.req.Prompts, pl.id)
 	s.runPass(te, ps)
 	s.done(te)
 	s.apply(event{id: out}, s.dev)
@@ -491,23 +491,50 @@ func (pl *pipelineSim) stage(tr *simComp, n int, handoff bool) stageSim {
 	return st
 }
 
-// decode simulates model/wanvae's Decode (or DecodeTiled): the pipeline
-// hands it the latents on the VAE's device, it allocates the whole video
-// there, decodes chunk by chunk (tile by tile), and the pipeline frees the
-// latents, calls Done and frees the video once it is downloaded.
+// decode simulates model/wanvae's Decode (or DecodeTiled) of each video
+// in turn, as pipeline/wan decodes a batch: the pipeline hands the VAE one
+// video's latents on its device, it allocates that video there, decodes
+// it chunk by chunk (tile by tile), and the pipeline frees the latents,
+// calls Done after the last video's decode, and frees the video once it
+// is downloaded. Videos after the second repeat it: the third and later
+// ones before the last are priced from it, not replayed.
 func (pl *pipelineSim) decode() {
-	s, vae := pl.s, pl.s.byName[VAE]
+	vae := pl.s.byName[VAE]
 	pl.window()
 	defer pl.endWindow(2)
 	prior := vae.stats // an image-to-video request's encode (encodeImage)
-	d := &direct{s: s, on: vae.acts, r: &recorder{ids: pl.id}}
-	b := pl.req.Batch
+	d := &direct{s: pl.s, on: vae.acts, r: &recorder{ids: pl.id}}
+	n := pl.req.Batch
+	var total, repT float64
+	var stats, repSt compStats
+	for i := 0; i < n; i++ {
+		if i == 2 && i < n-1 {
+			k := n - 3 // videos 2 to n-2, each as video 1
+			total += float64(k) * repT
+			stats = stats.plus(repSt, k)
+			i = n - 2
+			continue
+		}
+		t, st := pl.decodeVideo(d, i == n-1)
+		total, stats = total+t, stats.plus(st, 1)
+		if i == 1 {
+			repT, repSt = t, st
+		}
+	}
+	vae.stats = prior.plus(stats, 1)
+	pl.tVAE = total
+}
+
+// decodeVideo simulates one video's decode (see decode); last calls Done
+// before the video is freed.
+func (pl *pipelineSim) decodeVideo(d *direct, last bool) (float64, compStats) {
+	s, vae := pl.s, pl.s.byName[VAE]
 	// The latents the VAE decodes: z_dim channels (the transformer's
 	// input has more with image conditioning).
 	c := pl.p.Coder.ZDim
 	_, f, h, w := pl.req.latent(pl.p)
-	lat := d.alloc(f32(b, c, f, h, w))
-	video := d.alloc(f32(b, 3, pl.req.Frames, pl.req.Height, pl.req.Width))
+	lat := d.alloc(f32(1, c, f, h, w))
+	video := d.alloc(f32(1, 3, pl.req.Frames, pl.req.Height, pl.req.Width))
 	g := newVAEGrid(pl.req, pl.run, pl.p.Coder)
 	var total float64
 	var stats compStats
@@ -516,12 +543,13 @@ func (pl *pipelineSim) decode() {
 	} else {
 		total, stats = pl.decodeTiled(d, g)
 	}
-	t, beforeDone := s.now, vae.stats
+	t, before := s.now, vae.stats
 	d.free(lat)
-	s.done(vae)
+	if last {
+		s.done(vae)
+	}
 	d.free(video)
-	vae.stats = prior.plus(stats.plus(vae.stats.minus(beforeDone), 1), 1)
-	pl.tVAE = total + (s.now - t)
+	return total + (s.now - t), stats.plus(vae.stats.minus(before), 1)
 }
 
 // decodeTile runs the chunks of one latent tile (chunkLoop); unpatch says
@@ -529,7 +557,7 @@ func (pl *pipelineSim) decode() {
 // row by row after the tiles are blended.
 func (pl *pipelineSim) decodeTile(h, w int, unpatch bool) (float64, compStats) {
 	_, frames, _, _ := pl.req.latent(pl.p)
-	tile := vaeChunks(pl.p, pl.req.Batch, h, w, pl.s.hw.ConvPanel, pl.id)
+	tile := vaeChunks(pl.p, 1, h, w, pl.s.hw.ConvPanel, pl.id)
 	tile.v.unpatch = unpatch
 	return pl.s.chunkLoop(pl.s.byName[VAE], frames, tile.next)
 }
@@ -539,12 +567,12 @@ func (pl *pipelineSim) decodeTile(h, w int, unpatch bool) (float64, compStats) {
 // (direct.assemble, in pixels: a patched Wan 2.2 tile takes the bytes of
 // its pixels).
 func (pl *pipelineSim) decodeTiled(d *direct, g vaeGrid) (float64, compStats) {
-	b, fout := pl.req.Batch, pl.req.Frames
+	fout := pl.req.Frames
 	c := pl.p.Coder.ZDim
 	_, f, _, _ := pl.req.latent(pl.p)
 	scale := pl.p.Coder.SpatialScale()
 	l := tileLayout{blend: g.blend, crop: g.crop, outH: pl.req.Height, outW: pl.req.Width, patch: pl.p.Coder.patch(),
-		size: func(h, w int) int64 { return f32(b, 3, fout, h, w) }}
+		size: func(h, w int) int64 { return f32(1, 3, fout, h, w) }}
 	var specs [][]vaeTileSpec // by row, then column
 	for _, t := range g.tiles {
 		if t.col == 0 {
@@ -558,8 +586,8 @@ func (pl *pipelineSim) decodeTiled(d *direct, g vaeGrid) (float64, compStats) {
 	}
 	return d.assemble(l, func(ri, ci int) (int, float64, compStats) {
 		t := specs[ri][ci]
-		rows := d.alloc(f32(b, c, f, t.h, g.latW))
-		tile := d.alloc(f32(b, c, f, t.h, t.w))
+		rows := d.alloc(f32(1, c, f, t.h, g.latW))
+		tile := d.alloc(f32(1, c, f, t.h, t.w))
 		d.free(rows)
 		out := d.alloc(l.size(t.h*scale, t.w*scale))
 		dt, st := pl.decodeTile(t.h, t.w, false)

@@ -9,10 +9,15 @@ import (
 type Request struct {
 	// Batch is the number of videos generated together (default 1);
 	// batched CFG doubles what the transformer sees.
-	Batch  int `json:"batch"`
-	Frames int `json:"frames"`
-	Height int `json:"height"`
-	Width  int `json:"width"`
+	Batch int `json:"batch"`
+	// Prompts is how many distinct prompts the batch's videos come from
+	// (0: Batch, one each): the text encoder encodes each once and its
+	// embeddings are repeated for its videos (diffusers'
+	// num_videos_per_prompt, pipeline/wan Request.NumVideos).
+	Prompts int `json:"prompts,omitempty"`
+	Frames  int `json:"frames"`
+	Height  int `json:"height"`
+	Width   int `json:"width"`
 	// TextLen is the context length the transformer attends to (Wan pads
 	// the prompt embeddings to 512).
 	TextLen int `json:"text_len"`
@@ -86,6 +91,9 @@ func (r Request) normalized() Request {
 	d := DefaultRequest()
 	if r.Batch == 0 {
 		r.Batch = d.Batch
+	}
+	if r.Prompts <= 0 || r.Prompts > r.Batch {
+		r.Prompts = r.Batch
 	}
 	if r.TextLen == 0 {
 		r.TextLen = d.TextLen

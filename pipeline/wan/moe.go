@@ -246,15 +246,18 @@ func (d *denoiser) enter(i int, t float32) error {
 	textDim := len(d.pos) / r.MaxSeqLen
 	s := &stage{name: name, model: model, ops: ops, g: g}
 	// Batched CFG uses only the joined contexts: the prompt's alone would
-	// hold a [1, L, D] tensor through the loop for nothing (and one the
-	// planner does not count).
+	// hold a [videos, L, D] tensor through the loop for nothing (and one
+	// the planner does not count). Each video gets its own copy of the
+	// embeddings, as diffusers repeats them num_videos_per_prompt times.
+	n := r.videos()
+	posRows, negRows := repeatInt(d.posRows, n), repeatInt(d.negRows, n)
 	if d.batched {
-		both := ops.Upload(append(append([]float32(nil), d.pos...), d.neg...), 2, r.MaxSeqLen, textDim)
-		s.ctxBoth = textContext{both, []int{d.posRows, d.negRows}}
+		both := ops.Upload(append(repeat(d.pos, n), repeat(d.neg, n)...), 2*n, r.MaxSeqLen, textDim)
+		s.ctxBoth = textContext{both, append(posRows, negRows...)}
 	} else {
-		s.ctxPos = textContext{ops.Upload(d.pos, 1, r.MaxSeqLen, textDim), []int{d.posRows}}
+		s.ctxPos = textContext{ops.Upload(repeat(d.pos, n), n, r.MaxSeqLen, textDim), posRows}
 		if r.CFG() {
-			s.ctxNeg = textContext{ops.Upload(d.neg, 1, r.MaxSeqLen, textDim), []int{d.negRows}}
+			s.ctxNeg = textContext{ops.Upload(repeat(d.neg, n), n, r.MaxSeqLen, textDim), negRows}
 		}
 	}
 	d.cur = s
@@ -291,26 +294,27 @@ func (d *denoiser) predict(latents []float32, shape []int, t float32, i int) ([]
 		}
 		return p.forward(s.ops, rt, x, sh, ts, ctx)
 	}
+	ts := repeat([]float32{t}, shape[0]) // one timestep per video
 	switch {
 	case d.batched:
-		both, err := run(concat(latents, latents), batchShape(shape, 2), []float32{t, t}, s.ctxBoth, true)
+		both, err := run(concat(latents, latents), batchShape(shape, 2*shape[0]), repeat(ts, 2), s.ctxBoth, true)
 		if err != nil {
 			return nil, err
 		}
 		n := len(latents)
 		return guide(both[:n], both[n:], s.g), nil
 	case d.r.CFG():
-		cond, err := run(latents, shape, []float32{t}, s.ctxPos, false)
+		cond, err := run(latents, shape, ts, s.ctxPos, false)
 		if err != nil {
 			return nil, err
 		}
-		uncond, err := run(latents, shape, []float32{t}, s.ctxNeg, true)
+		uncond, err := run(latents, shape, ts, s.ctxNeg, true)
 		if err != nil {
 			return nil, err
 		}
 		return guide(cond, uncond, s.g), nil
 	}
-	return run(latents, shape, []float32{t}, s.ctxPos, true)
+	return run(latents, shape, ts, s.ctxPos, true)
 }
 
 // finish ends the loop: Done for the transformer that ran last, then its
@@ -332,4 +336,13 @@ func (d *denoiser) close() {
 	if d.p.moe.high != nil {
 		d.p.transformer = d.p.moe.high
 	}
+}
+
+// repeatInt is n copies of v.
+func repeatInt(v, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
 }

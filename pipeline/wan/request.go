@@ -25,10 +25,19 @@ type Request struct {
 	// flow_shift for UniPC, shift for FlowMatchEuler.
 	FlowShift float64 `json:"flow_shift,omitempty"`
 	Seed      uint64  `json:"seed"`
+	// NumVideos is diffusers' num_videos_per_prompt: videos of the prompt
+	// generated as one batch (0 means 1). The noise is drawn for the whole
+	// batch at once, [NumVideos, z, T, h, w], as diffusers draws it, so
+	// video i is the one a single request with the i-th slice of that
+	// noise as its latents gives; the text is encoded once. Each step runs
+	// the transformer over the batch, so its weights are read once per
+	// step for all the videos, which is what a batch saves when they
+	// stream.
+	NumVideos int `json:"num_videos_per_prompt,omitempty"`
 	// MaxSeqLen is the text length the encoder sees (WanPipeline: 512).
 	MaxSeqLen int `json:"max_sequence_length"`
-	// Latents, when set, are the initial noise [1, z, T, H/8, W/8] (read
-	// from --latents) instead of noise drawn from Seed.
+	// Latents, when set, are the initial noise [NumVideos, z, T, H/8, W/8]
+	// (read from --latents) instead of noise drawn from Seed.
 	Latents []float32 `json:"-"`
 	// LatentsFile is where Latents came from, for the report.
 	LatentsFile string `json:"latents,omitempty"`
@@ -95,6 +104,9 @@ func (r *Request) Defaults() (notes []string) {
 	if r.Steps == 0 {
 		r.Steps = 50
 	}
+	if r.NumVideos == 0 {
+		r.NumVideos = 1
+	}
 	if r.Guidance < 0 {
 		r.Guidance = 5.0
 	}
@@ -155,6 +167,9 @@ func (r Request) Check() error {
 	if r.Steps <= 0 {
 		return fmt.Errorf("steps must be > 0, got %d", r.Steps)
 	}
+	if r.NumVideos < 0 || r.NumVideos > MaxVideos {
+		return fmt.Errorf("num-videos must be 1 to %d, got %d", MaxVideos, r.NumVideos)
+	}
 	if r.MaxSeqLen <= 0 {
 		return fmt.Errorf("max-sequence-length must be > 0, got %d", r.MaxSeqLen)
 	}
@@ -184,10 +199,12 @@ func nearestFrames(f int) (int, int) {
 	return lo, lo + 4
 }
 
-// LatentShape is the shape of the initial noise: [1, z, T, H/8, W/8].
-func (r Request) LatentShape(zDim int) []int {
-	return []int{1, zDim, (r.Frames-1)/4 + 1, r.Height / 8, r.Width / 8}
-}
+// MaxVideos bounds NumVideos: a batch past it is a queue's work, and the
+// planner, which prices a batch's memory, would refuse it anyway.
+const MaxVideos = 64
+
+// videos is NumVideos, 1 when unset.
+func (r Request) videos() int { return max(r.NumVideos, 1) }
 
 // CFG says whether classifier-free guidance runs (WanPipeline: scale > 1).
 func (r Request) CFG() bool { return r.Guidance > 1 }

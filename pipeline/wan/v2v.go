@@ -119,10 +119,15 @@ func noiseVideo(s sampler.Scheduler, r Request, video, latents []float32) (int, 
 		return 0, err
 	}
 	alpha, sigma := s.NoiseScales(first)
-	for i, v := range video {
-		// Two float32 products and a sum, unfused, as torch computes
-		// alpha_t * original_samples + sigma_t * noise.
-		latents[i] = float32(alpha*v) + float32(sigma*latents[i])
+	// Every video of a batch starts from the same video's latents, each
+	// with its own noise.
+	for off := 0; off < len(latents); off += len(video) {
+		lat := latents[off : off+len(video)]
+		for i, v := range video {
+			// Two float32 products and a sum, unfused, as torch computes
+			// alpha_t * original_samples + sigma_t * noise.
+			lat[i] = float32(alpha*v) + float32(sigma*lat[i])
+		}
 	}
 	return first, nil
 }

@@ -294,9 +294,9 @@ func shiftKey(class any) string {
 
 // Output is a generated video and what produced it.
 type Output struct {
-	// Video is [F, H, W, 3] in [0, 1] (diffusers' output_type="np").
-	Video        []float32
-	Frames, H, W int
+	// Video is [Videos, F, H, W, 3] in [0, 1] (diffusers' output_type="np").
+	Video                []float32
+	Videos, Frames, H, W int
 	// PromptEmbeds and NegativePromptEmbeds (with CFG) are the prompt
 	// embeddings [MaxSeqLen, text dim] (zero past the prompt), as
 	// Request takes them back.
@@ -329,7 +329,7 @@ func (p *Pipeline) Generate(rt *pipeline.Runtime, r Request, keep bool) (*Output
 	if err := p.CheckSize(r); err != nil {
 		return nil, err
 	}
-	out := &Output{Frames: r.Frames, H: r.Height, W: r.Width, KeepIntermediates: keep}
+	out := &Output{Videos: r.NumVideos, Frames: r.Frames, H: r.Height, W: r.Width, KeepIntermediates: keep}
 	pos, neg, err := p.encodeText(rt, r)
 	if err != nil {
 		return nil, err
@@ -617,37 +617,73 @@ func batchShape(shape []int, b int) []int {
 	return s
 }
 
+// repeat is n copies of v, one after another: a batch's per-sample
+// timesteps, or one embedding for each of its videos.
+func repeat(v []float32, n int) []float32 {
+	out := make([]float32, 0, n*len(v))
+	for range n {
+		out = append(out, v...)
+	}
+	return out
+}
+
 // decode de-normalises the latents (latents·std + mean per channel, as
 // WanPipeline divides by 1/std), decodes them, and maps [-1, 1] to [0, 1]
-// in [F, H, W, 3] layout.
+// in [videos, F, H, W, 3] layout. A batch's videos are decoded one at a
+// time: each decodes alone as it would in the batch (the VAE mixes no
+// samples), and the VAE's memory stays one video's where diffusers'
+// batched decode takes the batch's (the planner replays the same loop).
 func (p *Pipeline) decode(rt *pipeline.Runtime, r Request, latents []float32) ([]float32, error) {
 	end := rt.Phase(pipeline.PhaseVAE)
 	defer end()
 	shape := p.latentShape(r)
-	z := append([]float32(nil), latents...)
-	if err := p.vaeCfg.Denormalize(z, shape); err != nil {
-		return nil, err
-	}
+	n := shape[0]
+	one := batchShape(shape, 1)
+	per := len(latents) / n
 	// The tiling is this request's plan's, wherever the VAE is held.
 	holder, ex := p.on(VAE, rt)
 	vae := holder.vae
 	ops := ex.Ops(VAE)
 	vae.Options.Tiling = wanvae.SquareTiling(rt.Plan.Run.VAETile, rt.Plan.Run.VAEStride)
-	vae.Options.OnFrame = p.OnFrame
-	zt := ops.Upload(z, shape...)
-	video, err := vae.Decode(ex, ops, zt)
-	zt.Free()
-	ex.Done(VAE)
-	if err != nil {
-		return nil, fmt.Errorf("vae: %w", err)
+	var frames []float32
+	done := false // Done is called once, after the last video's decode
+	defer func() {
+		if !done {
+			ex.Done(VAE)
+		}
+	}()
+	for i := range n {
+		z := append([]float32(nil), latents[i*per:(i+1)*per]...)
+		if err := p.vaeCfg.Denormalize(z, one); err != nil {
+			return nil, err
+		}
+		// Progress counts the frames of every video.
+		vae.Options.OnFrame = nil
+		if p.OnFrame != nil {
+			vae.Options.OnFrame = func(done, total int) { p.OnFrame(i*total+done, n*total) }
+		}
+		zt := ops.Upload(z, one...)
+		video, err := vae.Decode(ex, ops, zt)
+		zt.Free()
+		if i == n-1 {
+			ex.Done(VAE) // before the download, as the planner replays it
+			done = true
+		}
+		if err != nil {
+			return nil, fmt.Errorf("vae: %w", err)
+		}
+		v := ops.Download(video)
+		vs := video.Shape()
+		video.Free()
+		if err := ops.Err(); err != nil {
+			return nil, err
+		}
+		if frames == nil {
+			frames = make([]float32, 0, n*len(v))
+		}
+		frames = append(frames, toFrames(v, vs[2], vs[3], vs[4])...)
 	}
-	v := ops.Download(video)
-	vs := video.Shape()
-	video.Free()
-	if err := ops.Err(); err != nil {
-		return nil, err
-	}
-	return toFrames(v, vs[2], vs[3], vs[4]), nil
+	return frames, nil
 }
 
 // toFrames maps video [1, 3, F, H, W] in [-1, 1] to [F, H, W, 3] in [0, 1]:

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestVideoPath(t *testing.T) {
+	for _, c := range []struct {
+		out  string
+		i, n int
+		want string
+	}{
+		{"cat.mp4", 0, 1, "cat.mp4"},
+		{"cat.mp4", 0, 2, "cat-1.mp4"},
+		{"out/cat.v1.avi", 1, 2, "out/cat.v1-2.avi"},
+		{"frames/", 2, 3, "frames-3/"},
+		{"video", 0, 2, "video-1"},
+	} {
+		if got := videoPath(c.out, c.i, c.n); got != c.want {
+			t.Errorf("videoPath(%q, %d, %d) = %q, want %q", c.out, c.i, c.n, got, c.want)
+		}
+	}
+}
+
+// TestGenerateNumVideos: --num-videos 2 writes two numbered videos, the
+// first the one a single run of the same seed writes (the batch's noise
+// is one draw from the seed, its first slice the single run's), the
+// second another; the report's request and the planner's batch say 2.
+func TestGenerateNumVideos(t *testing.T) {
+	model := synthModel(t, "wan-tiny")
+	single, _ := generateVideo(t, model)
+	dir := t.TempDir()
+	out, rep := filepath.Join(dir, "v.safetensors"), filepath.Join(dir, "r.json")
+	code, _, stderr := ferry(t, "generate", "--model", model, "--prompt", "a red fox", "--height", "32", "--width", "32",
+		"--frames", "5", "--steps", "2", "--seed", "3", "--num-videos", "2", "--out", out, "--report", rep, "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "r.json,v-1.safetensors,v-2.safetensors" {
+		t.Fatalf("output folder holds %v", names)
+	}
+	first := readTensor(t, filepath.Join(dir, "v-1.safetensors"), "video")
+	second := readTensor(t, filepath.Join(dir, "v-2.safetensors"), "video")
+	worst := 0.0
+	for i := range single {
+		worst = max(worst, math.Abs(float64(first[i])-float64(single[i])))
+	}
+	if worst > 1e-5 {
+		t.Errorf("video 1 differs from the single run's by %.3g", worst)
+	}
+	if slices.Equal(first, second) {
+		t.Error("the two videos are equal")
+	}
+	data, err := os.ReadFile(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Request struct {
+			NumVideos int `json:"num_videos_per_prompt"`
+		}
+		Predicted struct{ Request struct{ Batch, Prompts int } }
+	}
+	if err := json.Unmarshal(data, &report); err != nil {
+		t.Fatal(err)
+	}
+	if report.Request.NumVideos != 2 || report.Predicted.Request.Batch != 2 || report.Predicted.Request.Prompts != 1 {
+		t.Errorf("report: request num_videos_per_prompt %d, planner batch %d prompts %d; want 2, 2, 1",
+			report.Request.NumVideos, report.Predicted.Request.Batch, report.Predicted.Request.Prompts)
+	}
+}
+
+// TestGenerateNumVideosErrors: a count out of range, or one the latents
+// disagree with, is one line and no output; latents of two videos make
+// two without the flag.
+func TestGenerateNumVideosErrors(t *testing.T) {
+	model := synthModel(t, "wan-tiny")
+	two := latentsFile(t, 2, 16, 2, 4, 4)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--num-videos", "-1"}, "num-videos must be 1 to 64, got -1"},
+		{[]string{"--num-videos", "65"}, "num-videos must be 1 to 64, got 65"},
+		{[]string{"--latents", two, "--num-videos", "3"}, "holds 2 videos' latents; drop --num-videos 3 or make it match"},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"generate", "--model", model, "--prompt", "a fox", "--steps", "1",
+			"--out", filepath.Join(dir, "v.avi"), "--quiet"}, c.args...)
+		code, _, stderr := ferry(t, args...)
+		if code == 0 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("%v: exit %d, stderr %q; want one line with %q", c.args, code, stderr, c.want)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("%v: left %d files", c.args, len(entries))
+		}
+	}
+	dir := t.TempDir()
+	code, _, stderr := ferry(t, "generate", "--model", model, "--prompt", "a fox", "--steps", "1", "--latents", two,
+		"--out", filepath.Join(dir, "v.avi"), "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("latents of two videos wrote %d files, want 2", len(entries))
+	}
+}
