@@ -22,10 +22,13 @@ func newSyntheticJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 	if g.frames > 1 {
 		return nil, userf("the synthetic model makes one image; drop --frames %d", g.frames)
 	}
+	if len(g.prompts) > 1 {
+		return nil, userf("the synthetic model makes one image; give --prompt once")
+	}
 	if g.numVideos > 1 {
 		return nil, userf("the synthetic model makes one image; drop --num-videos %d", g.numVideos)
 	}
-	r := synthetic.Request{Prompt: g.prompt, Height: g.height, Width: g.width, Steps: g.steps, Seed: g.seed}
+	r := synthetic.Request{Prompt: g.prompts.first(), Height: g.height, Width: g.width, Steps: g.steps, Seed: g.seed}
 	if r.Height == 0 {
 		r.Height = 64
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"ferry/checkpoint"
 	"ferry/pipeline"
@@ -31,11 +32,13 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 	if err != nil {
 		return nil, asUser(err)
 	}
-	r := wan.Request{Prompt: g.prompt, NegativePrompt: g.negative, Height: g.height, Width: g.width,
-		Frames: g.frames, Steps: g.steps, Guidance: g.guidance, FlowShift: g.flowShift, Seed: g.seed,
-		MaxSeqLen: g.maxSeqLen, NumVideos: g.numVideos}
-	if g.prompt == "" {
-		return nil, userf("--prompt TEXT is required")
+	r := wan.Request{Height: g.height, Width: g.width, Frames: g.frames, Steps: g.steps, Guidance: g.guidance,
+		FlowShift: g.flowShift, Seed: g.seed, MaxSeqLen: g.maxSeqLen, NumVideos: g.numVideos}
+	if slices.Contains(g.prompts, "") || len(g.prompts) == 0 {
+		return nil, userf("--prompt TEXT is required (repeat it for a batch of prompts)")
+	}
+	if err := setPrompts(&r, g.prompts, g.negatives); err != nil {
+		return nil, err
 	}
 	notes := r.Defaults()
 	if err := guidance2(p, &r, g.guidance2); err != nil {
@@ -58,12 +61,14 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 		if len(shape) != 5 || shape[0] < 1 || shape[1] != p.ZDim() {
 			return nil, userf("--latents %s: shape %v, want [videos, %d, T, H/%d, W/%d]", g.latents, shape, p.ZDim(), s, s)
 		}
-		// The latents' batch is the videos' count; a --num-videos that
-		// disagrees is an error.
-		if g.numVideos != 0 && g.numVideos != shape[0] {
-			return nil, userf("--latents %s holds %d videos' latents; drop --num-videos %d or make it match", g.latents, shape[0], g.numVideos)
+		// The latents' batch is the videos' count, a multiple of the
+		// prompts'; a --num-videos that disagrees is an error.
+		prompts := len(r.PromptList())
+		if (g.numVideos != 0 && g.numVideos*prompts != shape[0]) || shape[0]%prompts != 0 {
+			return nil, userf("--latents %s holds %d videos' latents, not --num-videos (%d) for each of %d prompts; drop --num-videos or make them match",
+				g.latents, shape[0], max(g.numVideos, 1), prompts)
 		}
-		r.NumVideos = shape[0]
+		r.NumVideos = shape[0] / prompts
 		// The latents fix the shape; flags that disagree are an error.
 		want := wan.Request{Height: shape[3] * s, Width: shape[4] * s, Frames: (shape[2]-1)*4 + 1}
 		if (g.height != 0 && g.height != want.Height) || (g.width != 0 && g.width != want.Width) || (g.frames != 0 && r.Frames != want.Frames) {
@@ -126,7 +131,7 @@ func (j *wanJob) Run(rt *pipeline.Runtime) ([]float32, error) {
 
 func (j *wanJob) Title() string {
 	t := fmt.Sprintf("%s %dx%d, %d frames, %d steps", j.name, j.req.Width, j.req.Height, j.req.Frames, j.req.Steps)
-	if n := j.req.NumVideos; n > 1 {
+	if n := j.req.Videos(); n > 1 {
 		t += fmt.Sprintf(", %d videos", n)
 	}
 	return t
@@ -152,9 +157,26 @@ func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
 			return nil, planner.Request{}, asUser(err)
 		}
 	}
-	return prof, planner.Request{Batch: r.NumVideos, Prompts: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
+	return prof, planner.Request{Batch: r.Videos(), Prompts: len(r.PromptList()), Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
 		PromptTokens: j.p.PromptTokens(r), Steps: r.VideoSteps(), Guidance: r.Guidance, FlowShift: r.FlowShift, AdapterBytes: wan.LoRABytes(r.LoRAs),
 		AdapterBytes2: wan.LoRABytes(r.LoRAs2), LoRA: wan.LoRARanks(r.LoRAs), LoRA2: wan.LoRARanks(r.LoRAs2)}, nil
+}
+
+// setPrompts puts the --prompt and --negative-prompt texts into r: one
+// prompt, or a batch of them with one negative prompt for all or one for
+// each.
+func setPrompts(r *wan.Request, prompts, negatives textsFlag) error {
+	if n := len(negatives); n > 1 && n != len(prompts) {
+		return userf("%d --negative-prompt for %d --prompt: give one, or one for each --prompt", n, len(prompts))
+	}
+	r.Prompt, r.NegativePrompt = prompts.first(), negatives.first()
+	if len(prompts) > 1 {
+		r.Prompts = prompts
+		if len(negatives) > 1 {
+			r.NegativePrompts = negatives
+		}
+	}
+	return nil
 }
 
 // guidance2 sets the low-noise expert's scale: --guidance-2 (v >= 0), else

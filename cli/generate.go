@@ -25,18 +25,19 @@ func init() {
 
 // genFlags are generate's flags, shared by every pipeline family.
 type genFlags struct {
-	model, prompt, negative string
-	height, width, frames   int
-	steps                   int
-	guidance, flowShift     float64
-	guidance2               float64
-	seed                    uint64
-	numVideos               int
-	latents                 string
-	image, lastImage        string
-	video                   string
-	strength                float64
-	maxSeqLen               int
+	model                 string
+	prompts, negatives    textsFlag
+	height, width, frames int
+	steps                 int
+	guidance, flowShift   float64
+	guidance2             float64
+	seed                  uint64
+	numVideos             int
+	latents               string
+	image, lastImage      string
+	video                 string
+	strength              float64
+	maxSeqLen             int
 	planFlags
 	deviceMem, hostMem sizeFlag
 	out, report, trace string
@@ -73,6 +74,24 @@ func (f unsetFloat) Set(s string) error {
 	}
 	*f.v = v
 	return nil
+}
+
+// textsFlag is a repeatable text flag (--prompt, --negative-prompt).
+type textsFlag []string
+
+func (f *textsFlag) String() string { return strings.Join(*f, " | ") }
+
+func (f *textsFlag) Set(s string) error {
+	*f = append(*f, s)
+	return nil
+}
+
+// first is the first text given, or "".
+func (f textsFlag) first() string {
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 // loraFlag is --lora FILE[:SCALE], repeatable.
@@ -114,8 +133,8 @@ func (l *loraFlag) Set(v string) error {
 func (g *genFlags) define(e *env) *flag.FlagSet {
 	fs := newFlags(e, "generate", "--model DIR --prompt TEXT --out FILE [flags]")
 	fs.StringVar(&g.model, "model", "", "pipeline folder (diffusers layout)")
-	fs.StringVar(&g.prompt, "prompt", "", "what to generate")
-	fs.StringVar(&g.negative, "negative-prompt", "", "what to avoid (classifier-free guidance)")
+	fs.Var(&g.prompts, "prompt", "what to generate; repeat it for a batch of prompts (diffusers' prompt list), written to FILE-1, FILE-2, ...")
+	fs.Var(&g.negatives, "negative-prompt", "what to avoid (classifier-free guidance); repeat it to give each --prompt its own")
 	fs.IntVar(&g.height, "height", 0, "height in pixels (default: the model's)")
 	fs.IntVar(&g.width, "width", 0, "width in pixels (default: the model's)")
 	fs.IntVar(&g.frames, "frames", 0, "number of frames, 4k+1 for Wan (default: the model's)")

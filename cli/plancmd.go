@@ -29,9 +29,10 @@ func runPlan(e *env, args []string) error {
 	guidance := fs.Float64("guidance", 5, "guidance scale (<= 1: no CFG)")
 	flowShift := fs.Float64("flow-shift", 0, "override the scheduler's shift (moves Wan 2.2 A14B's expert switch)")
 	textLen := fs.Int("max-sequence-length", 512, "text context length")
-	videos := fs.Int("num-videos", 1, "videos of the prompt made as one batch, as ferry generate --num-videos makes them")
-	prompt := fs.String("prompt", "", "plan for this prompt (with a model folder, whose tokenizer counts it): the text encoder runs on its tokens and the transformer attends them and one row for the padding (default: a prompt of max-sequence-length tokens)")
-	negative := fs.String("negative-prompt", "", "with --prompt and guidance > 1: the negative prompt")
+	videos := fs.Int("num-videos", 1, "videos of each prompt, all made as one batch, as ferry generate --num-videos makes them")
+	var prompts, negatives textsFlag
+	fs.Var(&prompts, "prompt", "plan for this prompt (with a model folder, whose tokenizer counts it): the text encoder runs on its tokens and the transformer attends them and one row for the padding (default: a prompt of max-sequence-length tokens); repeat it for a batch of prompts")
+	fs.Var(&negatives, "negative-prompt", "with --prompt and guidance > 1: the negative prompt; repeat it to give each --prompt its own")
 	image := fs.String("image", "", "image-to-video: the first frame's image (.png, .jpg), as ferry generate takes it; a TI2V model plans image to video with it")
 	video := fs.String("video", "", "video to video: the input video, as ferry generate takes it (its frames, down to 4k+1, unless --frames is given)")
 	strength := fs.Float64("strength", 0.8, "video to video: the share of the schedule that runs, in (0, 1]")
@@ -63,11 +64,18 @@ func runPlan(e *env, args []string) error {
 	if err := planImageFlag(prof, *image); err != nil {
 		return err
 	}
-	if *videos < 1 || *videos > wan.MaxVideos {
+	wr := wan.Request{Guidance: *guidance, MaxSeqLen: *textLen, NumVideos: *videos}
+	if err := setPrompts(&wr, prompts, negatives); err != nil {
+		return err
+	}
+	if *videos < 1 {
 		return userf("--num-videos must be 1 to %d, got %d", wan.MaxVideos, *videos)
 	}
-	req := planner.Request{Batch: *videos, Prompts: 1, Frames: *frames, Height: *height, Width: *width, TextLen: *textLen, Steps: *steps, Guidance: *guidance, FlowShift: *flowShift}
-	if req.PromptTokens, err = promptTokens(*model, wan.Request{Prompt: *prompt, NegativePrompt: *negative, Guidance: *guidance, MaxSeqLen: *textLen}); err != nil {
+	if err := wr.CheckBatch(); err != nil {
+		return asUser(err)
+	}
+	req := planner.Request{Batch: wr.Videos(), Prompts: len(wr.PromptList()), Frames: *frames, Height: *height, Width: *width, TextLen: *textLen, Steps: *steps, Guidance: *guidance, FlowShift: *flowShift}
+	if req.PromptTokens, err = promptTokens(*model, wr); err != nil {
 		return err
 	}
 	if err := planVideoFlag(fs, prof, &req, *video, *strength); err != nil {

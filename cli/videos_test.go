@@ -93,7 +93,10 @@ func TestGenerateNumVideosErrors(t *testing.T) {
 	}{
 		{[]string{"--num-videos", "-1"}, "num-videos must be 1 to 64, got -1"},
 		{[]string{"--num-videos", "65"}, "num-videos must be 1 to 64, got 65"},
-		{[]string{"--latents", two, "--num-videos", "3"}, "holds 2 videos' latents; drop --num-videos 3 or make it match"},
+		{[]string{"--latents", two, "--num-videos", "3"}, "holds 2 videos' latents, not --num-videos (3) for each of 1 prompts"},
+		{[]string{"--latents", two, "--prompt", "a", "--prompt", "b", "--prompt", "c"}, "holds 2 videos' latents, not --num-videos (1) for each of 4 prompts"},
+		{[]string{"--prompt", "b", "--negative-prompt", "x", "--negative-prompt", "y", "--negative-prompt", "z"}, "3 --negative-prompt for 2 --prompt"},
+		{[]string{"--prompt", ""}, "--prompt TEXT is required"},
 	} {
 		dir := t.TempDir()
 		args := append([]string{"generate", "--model", model, "--prompt", "a fox", "--steps", "1",
@@ -114,5 +117,37 @@ func TestGenerateNumVideosErrors(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
 		t.Errorf("latents of two videos wrote %d files, want 2", len(entries))
+	}
+}
+
+// TestGeneratePromptList: --prompt twice makes a batch of two prompts'
+// videos; with the same (zero) latents for both, the second is the video
+// its prompt makes alone.
+func TestGeneratePromptList(t *testing.T) {
+	model := synthModel(t, "wan-tiny")
+	dir := t.TempDir()
+	gen := func(out string, latents string, prompts ...string) {
+		args := []string{"generate", "--model", model, "--steps", "2", "--latents", latents, "--out", out, "--quiet"}
+		for _, p := range prompts {
+			args = append(args, "--prompt", p)
+		}
+		if code, _, stderr := ferry(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", prompts, code, stderr)
+		}
+	}
+	gen(filepath.Join(dir, "b.safetensors"), latentsFile(t, 2, 16, 2, 4, 4), "a red fox", "a blue bird")
+	gen(filepath.Join(dir, "alone.safetensors"), latentsFile(t, 1, 16, 2, 4, 4), "a blue bird")
+	second := readTensor(t, filepath.Join(dir, "b-2.safetensors"), "video")
+	alone := readTensor(t, filepath.Join(dir, "alone.safetensors"), "video")
+	first := readTensor(t, filepath.Join(dir, "b-1.safetensors"), "video")
+	worst := 0.0
+	for i := range alone {
+		worst = max(worst, math.Abs(float64(second[i])-float64(alone[i])))
+	}
+	if worst > 1e-5 {
+		t.Errorf("the second prompt's video differs from its own run by %.3g", worst)
+	}
+	if slices.Equal(first, second) {
+		t.Error("two prompts made the same video")
 	}
 }

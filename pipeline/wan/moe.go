@@ -190,13 +190,14 @@ func (s *stage) free() {
 // prefetch runs on into the low-noise expert's first blocks (Handoff).
 // This is the order the planner replays (planner/predict.go).
 type denoiser struct {
-	p        *Pipeline
-	rt       *pipeline.Runtime
-	r        Request
+	p  *Pipeline
+	rt *pipeline.Runtime
+	r  Request
+	// pos and neg are the prompts' embeddings [prompts, L, D] (encodeText).
 	pos, neg []float32
-	// posRows and negRows are pos's and neg's rows before their zero
-	// padding (textRows), found once for every expert's contexts.
-	posRows, negRows int
+	// posRows and negRows are each prompt's rows before its zero padding
+	// (textRows), found once for every expert's contexts.
+	posRows, negRows []int
 	numTrain         int
 	// switchAt is the first low-noise step (the step count for one
 	// transformer, or when the boundary is never crossed).
@@ -210,11 +211,10 @@ func (p *Pipeline) newDenoiser(rt *pipeline.Runtime, r Request, pos, neg []float
 	if err := p.CheckExperts(r); err != nil {
 		return nil, err
 	}
-	textDim := len(pos) / r.MaxSeqLen // as enter uploads them
-	d := &denoiser{p: p, rt: rt, r: r, pos: pos, neg: neg, posRows: textRows(pos, textDim), switchAt: len(ts), steps: len(ts),
-		batched: r.CFG() && rt.Plan.Run.CFG != residency.CFGSequential}
+	d := &denoiser{p: p, rt: rt, r: r, pos: pos, neg: neg, posRows: promptRows(pos, r.MaxSeqLen, p.TextDim()),
+		switchAt: len(ts), steps: len(ts), batched: r.CFG() && rt.Plan.Run.CFG != residency.CFGSequential}
 	if r.CFG() {
-		d.negRows = textRows(neg, textDim)
+		d.negRows = promptRows(neg, r.MaxSeqLen, p.TextDim())
 	}
 	if p.TwoExperts() {
 		n, err := NumTrainTimesteps(p.schedRaw)
@@ -243,21 +243,24 @@ func (d *denoiser) enter(i int, t float32) error {
 	}
 	r := d.r
 	ops := ex.Ops(name)
-	textDim := len(d.pos) / r.MaxSeqLen
+	textDim := d.p.TextDim()
 	s := &stage{name: name, model: model, ops: ops, g: g}
-	// Batched CFG uses only the joined contexts: the prompt's alone would
+	// Batched CFG uses only the joined contexts: the prompts' alone would
 	// hold a [videos, L, D] tensor through the loop for nothing (and one
-	// the planner does not count). Each video gets its own copy of the
-	// embeddings, as diffusers repeats them num_videos_per_prompt times.
-	n := r.videos()
-	posRows, negRows := repeatInt(d.posRows, n), repeatInt(d.negRows, n)
+	// the planner does not count). Each video gets its own copy of its
+	// prompt's embeddings, as diffusers repeats them num_videos_per_prompt
+	// times.
+	pos, posRows := perVideo(d.pos, d.posRows, r.videosPerPrompt())
+	b := len(posRows)
 	if d.batched {
-		both := ops.Upload(append(repeat(d.pos, n), repeat(d.neg, n)...), 2*n, r.MaxSeqLen, textDim)
+		neg, negRows := perVideo(d.neg, d.negRows, r.videosPerPrompt())
+		both := ops.Upload(append(pos, neg...), 2*b, r.MaxSeqLen, textDim)
 		s.ctxBoth = textContext{both, append(posRows, negRows...)}
 	} else {
-		s.ctxPos = textContext{ops.Upload(repeat(d.pos, n), n, r.MaxSeqLen, textDim), posRows}
+		s.ctxPos = textContext{ops.Upload(pos, b, r.MaxSeqLen, textDim), posRows}
 		if r.CFG() {
-			s.ctxNeg = textContext{ops.Upload(repeat(d.neg, n), n, r.MaxSeqLen, textDim), negRows}
+			neg, negRows := perVideo(d.neg, d.negRows, r.videosPerPrompt())
+			s.ctxNeg = textContext{ops.Upload(neg, b, r.MaxSeqLen, textDim), negRows}
 		}
 	}
 	d.cur = s
@@ -338,11 +341,25 @@ func (d *denoiser) close() {
 	}
 }
 
-// repeatInt is n copies of v.
-func repeatInt(v, n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = v
+// promptRows is textRows of each prompt's embeddings in e [prompts, L, d].
+func promptRows(e []float32, L, d int) []int {
+	var rows []int
+	for off := 0; off < len(e); off += L * d {
+		rows = append(rows, textRows(e[off:off+L*d], d))
 	}
-	return out
+	return rows
+}
+
+// perVideo is the batch's contexts: each prompt's embeddings (e, [prompts,
+// L, D]) and rows repeated for its n videos.
+func perVideo(e []float32, rows []int, n int) ([]float32, []int) {
+	per := len(e) / len(rows)
+	out, outRows := make([]float32, 0, n*len(e)), make([]int, 0, n*len(rows))
+	for i, r := range rows {
+		for range n {
+			out = append(out, e[i*per:(i+1)*per]...)
+			outRows = append(outRows, r)
+		}
+	}
+	return out, outRows
 }

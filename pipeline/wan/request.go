@@ -25,14 +25,19 @@ type Request struct {
 	// flow_shift for UniPC, shift for FlowMatchEuler.
 	FlowShift float64 `json:"flow_shift,omitempty"`
 	Seed      uint64  `json:"seed"`
-	// NumVideos is diffusers' num_videos_per_prompt: videos of the prompt
-	// generated as one batch (0 means 1). The noise is drawn for the whole
-	// batch at once, [NumVideos, z, T, h, w], as diffusers draws it, so
-	// video i is the one a single request with the i-th slice of that
-	// noise as its latents gives; the text is encoded once. Each step runs
-	// the transformer over the batch, so its weights are read once per
-	// step for all the videos, which is what a batch saves when they
-	// stream.
+	// Prompts, when set, is a batch of prompts (diffusers' prompt as a
+	// list), Prompt unused; NegativePrompts, if set, is one negative
+	// prompt for each (else NegativePrompt is every prompt's).
+	Prompts         []string `json:"prompts,omitempty"`
+	NegativePrompts []string `json:"negative_prompts,omitempty"`
+	// NumVideos is diffusers' num_videos_per_prompt: videos of each prompt
+	// (0 means 1), all of them generated as one batch, a prompt's videos
+	// one after another. The noise is drawn for the whole batch at once,
+	// [videos, z, T, h, w], as diffusers draws it, so video i is the one a
+	// single request with the i-th slice of that noise as its latents
+	// gives; each prompt is encoded once. Each step runs the transformer
+	// over the batch, so its weights are read once per step for all the
+	// videos, which is what a batch saves when they stream.
 	NumVideos int `json:"num_videos_per_prompt,omitempty"`
 	// MaxSeqLen is the text length the encoder sees (WanPipeline: 512).
 	MaxSeqLen int `json:"max_sequence_length"`
@@ -167,14 +172,32 @@ func (r Request) Check() error {
 	if r.Steps <= 0 {
 		return fmt.Errorf("steps must be > 0, got %d", r.Steps)
 	}
-	if r.NumVideos < 0 || r.NumVideos > MaxVideos {
-		return fmt.Errorf("num-videos must be 1 to %d, got %d", MaxVideos, r.NumVideos)
+	if err := r.CheckBatch(); err != nil {
+		return err
 	}
 	if r.MaxSeqLen <= 0 {
 		return fmt.Errorf("max-sequence-length must be > 0, got %d", r.MaxSeqLen)
 	}
 	if r.FlowShift < 0 {
 		return fmt.Errorf("flow-shift must be > 0, got %g", r.FlowShift)
+	}
+	return nil
+}
+
+// CheckBatch validates the batch: NumVideos, the videos in all, and the
+// negative prompts' and prompt embeddings' fit to the prompts.
+func (r Request) CheckBatch() error {
+	if r.NumVideos < 0 || r.NumVideos > MaxVideos {
+		return fmt.Errorf("num-videos must be 1 to %d, got %d", MaxVideos, r.NumVideos)
+	}
+	if n := r.Videos(); n > MaxVideos {
+		return fmt.Errorf("%d prompts of %d videos each make %d videos; at most %d go in one batch", len(r.Prompts), r.videosPerPrompt(), n, MaxVideos)
+	}
+	if n := len(r.NegativePrompts); n > 0 && n != len(r.Prompts) {
+		return fmt.Errorf("%d negative prompts for %d prompts: give one negative prompt, or one for each prompt", n, len(r.Prompts))
+	}
+	if len(r.Prompts) > 1 && (r.PromptEmbeds != nil || r.NegativePromptEmbeds != nil) {
+		return fmt.Errorf("prompt embeddings go with one prompt, not a batch of %d", len(r.Prompts))
 	}
 	return nil
 }
@@ -203,8 +226,31 @@ func nearestFrames(f int) (int, int) {
 // planner, which prices a batch's memory, would refuse it anyway.
 const MaxVideos = 64
 
-// videos is NumVideos, 1 when unset.
-func (r Request) videos() int { return max(r.NumVideos, 1) }
+// videosPerPrompt is NumVideos, 1 when unset.
+func (r Request) videosPerPrompt() int { return max(r.NumVideos, 1) }
+
+// PromptList is the request's prompts: Prompts, or Prompt alone.
+func (r Request) PromptList() []string {
+	if len(r.Prompts) > 0 {
+		return r.Prompts
+	}
+	return []string{r.Prompt}
+}
+
+// negativeList is each prompt's negative prompt.
+func (r Request) negativeList() []string {
+	if len(r.NegativePrompts) > 0 {
+		return r.NegativePrompts
+	}
+	neg := make([]string, len(r.PromptList()))
+	for i := range neg {
+		neg[i] = r.NegativePrompt
+	}
+	return neg
+}
+
+// Videos is how many videos the request makes: NumVideos of each prompt.
+func (r Request) Videos() int { return len(r.PromptList()) * r.videosPerPrompt() }
 
 // CFG says whether classifier-free guidance runs (WanPipeline: scale > 1).
 func (r Request) CFG() bool { return r.Guidance > 1 }

@@ -79,7 +79,7 @@ func (p *Pipeline) SizeMultiple() int {
 // latentShape is the request's latents: [videos, z, 1+(F-1)/4, H/s, W/s].
 func (p *Pipeline) latentShape(r Request) []int {
 	s := p.SpatialScale()
-	return []int{r.videos(), p.ZDim(), (r.Frames-1)/p.vaeCfg.TemporalScale() + 1, r.Height / s, r.Width / s}
+	return []int{r.Videos(), p.ZDim(), (r.Frames-1)/p.vaeCfg.TemporalScale() + 1, r.Height / s, r.Width / s}
 }
 
 // LatentShape is the request's initial noise shape for this pipeline.

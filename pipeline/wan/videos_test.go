@@ -222,15 +222,102 @@ func TestNumVideosPeaksPredicted(t *testing.T) {
 }
 
 func TestNumVideosChecked(t *testing.T) {
-	for _, n := range []int{-1, MaxVideos + 1} {
-		r := Request{Height: 32, Width: 48, Frames: 9, Steps: 1, MaxSeqLen: 8, NumVideos: n}
+	ok := Request{Height: 32, Width: 48, Frames: 9, Steps: 1, MaxSeqLen: 8}
+	for _, c := range []struct {
+		name string
+		edit func(r *Request)
+	}{
+		{"negative count", func(r *Request) { r.NumVideos = -1 }},
+		{"too many", func(r *Request) { r.NumVideos = MaxVideos + 1 }},
+		{"too many in all", func(r *Request) { r.Prompts, r.NumVideos = []string{"a", "b", "c"}, 22 }},
+		{"negatives", func(r *Request) { r.Prompts, r.NegativePrompts = []string{"a", "b"}, []string{"x"} }},
+		{"embeddings", func(r *Request) { r.Prompts, r.PromptEmbeds = []string{"a", "b"}, make([]float32, 8) }},
+	} {
+		r := ok
+		c.edit(&r)
 		if err := r.Check(); err == nil {
-			t.Errorf("NumVideos %d accepted", n)
+			t.Errorf("%s: accepted", c.name)
 		}
+	}
+	if err := ok.Check(); err != nil {
+		t.Fatal(err)
 	}
 	r := Request{}
 	r.Defaults()
 	if r.NumVideos != 1 {
 		t.Errorf("NumVideos defaults to %d, want 1", r.NumVideos)
+	}
+}
+
+// TestPromptList: a batch of prompts (diffusers' prompt as a list), each
+// with NumVideos videos in order, and negative prompts shared or one per
+// prompt: the golden prompt's video matches diffusers', and every other
+// video is the one its prompt, negative prompt and latents give alone.
+func TestPromptList(t *testing.T) {
+	want := tensors(t, filepath.Join(goldenDir, "outputs.safetensors"))["video_np"]
+	p := openPipeline(t, filepath.Join(goldenDir, "pipeline"))
+	one := goldenRequest(t)
+	per := len(one.Latents)
+	lat := append(slices.Clone(one.Latents), modeltest.Randn(8, 3*per)...)
+	const dog, dogNeg = "A dog runs on the beach at dawn, long shot", "dark"
+	for _, c := range []struct {
+		name      string
+		negatives []string
+		videos    int
+	}{
+		{"shared-negative", nil, 1},
+		{"own-negatives", []string{goldenNegative, dogNeg}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := one
+			r.Prompt, r.Prompts, r.NegativePrompts, r.NumVideos = "", []string{goldenPrompt, dog}, c.negatives, c.videos
+			n := 2 * c.videos
+			r.Latents = lat[:n*per]
+			out := generateOn(t, p, nil, pipeline.Options{}, r)
+			if out.Videos != n {
+				t.Fatalf("%d videos, want %d", out.Videos, n)
+			}
+			v := len(out.Video) / n
+			maxDiff(t, "video 0", out.Video[:v], want, atolVideo)
+			for i := 1; i < n; i++ {
+				s := one
+				if i >= c.videos { // the dog's videos
+					s.Prompt = dog
+					if c.negatives != nil {
+						s.NegativePrompt = dogNeg
+					}
+				}
+				s.Latents = lat[i*per : (i+1)*per]
+				alone := generateOn(t, p, nil, pipeline.Options{}, s).Video
+				maxDiff(t, fmt.Sprintf("video %d", i), out.Video[i*v:(i+1)*v], alone, 1e-5)
+			}
+		})
+	}
+}
+
+// TestPromptListPeaksPredicted: prompts of different lengths in one
+// batch, each folding its own padding; the planner, told the prompt count
+// and the longest prompt, predicts the peaks exactly.
+func TestPromptListPeaksPredicted(t *testing.T) {
+	dir := "testdata/wan_pipeline/pipeline"
+	prof, err := planner.ProfileFromFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Prompts: []string{"a lighthouse", strings.Repeat("a lighthouse on a cliff ", 30)}, Height: 32, Width: 48,
+		Frames: 5, Steps: 1, Guidance: 5, MaxSeqLen: 512, Seed: 1, NumVideos: 2}
+	for _, cfg := range []string{residency.CFGBatched, residency.CFGSequential} {
+		t.Run(cfg, func(t *testing.T) {
+			plan := residency.Uniform("p", residency.ComponentPlan{Placement: residency.Stream, Prefetch: 1}, Components...)
+			plan.Run.CFG = cfg
+			m, prompt := measurePeaks(t, dir, plan, req)
+			pr := planner.Request{Batch: req.Videos(), Prompts: len(req.Prompts), Frames: req.Frames, Height: req.Height, Width: req.Width,
+				TextLen: req.MaxSeqLen, PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance}
+			pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPeaks(t, pred, m)
+		})
 	}
 }

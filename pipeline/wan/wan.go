@@ -183,9 +183,12 @@ func (p *Pipeline) PromptTokens(r Request) int {
 		}
 		n = max(n, real)
 	}
-	count(r.Prompt, r.PromptEmbeds)
-	if r.CFG() {
-		count(r.NegativePrompt, r.NegativePromptEmbeds)
+	neg := r.negativeList()
+	for i, prompt := range r.PromptList() {
+		count(prompt, r.PromptEmbeds)
+		if r.CFG() {
+			count(neg[i], r.NegativePromptEmbeds)
+		}
 	}
 	return n
 }
@@ -298,8 +301,8 @@ type Output struct {
 	Video                []float32
 	Videos, Frames, H, W int
 	// PromptEmbeds and NegativePromptEmbeds (with CFG) are the prompt
-	// embeddings [MaxSeqLen, text dim] (zero past the prompt), as
-	// Request takes them back.
+	// embeddings [prompts, MaxSeqLen, text dim] (zero past each prompt),
+	// as Request takes them back for one prompt.
 	PromptEmbeds         []float32
 	NegativePromptEmbeds []float32
 	// With keep set: the latents after every step.
@@ -329,7 +332,7 @@ func (p *Pipeline) Generate(rt *pipeline.Runtime, r Request, keep bool) (*Output
 	if err := p.CheckSize(r); err != nil {
 		return nil, err
 	}
-	out := &Output{Videos: r.NumVideos, Frames: r.Frames, H: r.Height, W: r.Width, KeepIntermediates: keep}
+	out := &Output{Videos: r.Videos(), Frames: r.Frames, H: r.Height, W: r.Width, KeepIntermediates: keep}
 	pos, neg, err := p.encodeText(rt, r)
 	if err != nil {
 		return nil, err
@@ -352,12 +355,12 @@ func (p *Pipeline) Generate(rt *pipeline.Runtime, r Request, keep bool) (*Output
 	return out, err
 }
 
-// encodeText tokenizes and encodes the prompt (and the negative prompt
-// when guidance is on) in one batch, then trims each to its real length
-// and zero-pads, as WanPipeline does. Embeddings the request gives are
-// taken as they are (encode_prompt's prompt_embeds and
-// negative_prompt_embeds); with all of them given the text phase does not
-// run.
+// encodeText tokenizes and encodes the prompts (and with guidance on
+// each one's negative prompt) in one batch, then trims each to its real
+// length and zero-pads, as WanPipeline does: pos and neg are [prompts, L,
+// D]. Embeddings the request gives (one prompt) are taken as they are
+// (encode_prompt's prompt_embeds and negative_prompt_embeds); with all of
+// them given the text phase does not run.
 func (p *Pipeline) encodeText(rt *pipeline.Runtime, r Request) (pos, neg []float32, err error) {
 	d := p.TextDim()
 	want := r.MaxSeqLen * d
@@ -371,30 +374,35 @@ func (p *Pipeline) encodeText(rt *pipeline.Runtime, r Request) (pos, neg []float
 		}
 	}
 	pos, neg = r.PromptEmbeds, r.NegativePromptEmbeds
-	// What is missing is encoded, in one batch, into its place.
+	// What is missing is encoded, in one batch, into its place: every
+	// prompt, then every negative prompt (one per prompt, as diffusers
+	// encodes them).
 	var prompts []string
-	var into []*[]float32
 	if pos == nil {
-		prompts, into = append(prompts, r.Prompt), append(into, &pos)
+		prompts = append(prompts, r.PromptList()...)
 	}
 	if r.CFG() && neg == nil {
-		prompts, into = append(prompts, r.NegativePrompt), append(into, &neg)
+		prompts = append(prompts, r.negativeList()...)
 	}
-	if len(prompts) > 0 {
-		got, err := p.encodePrompts(rt, prompts, r.MaxSeqLen)
-		if err != nil {
-			return nil, nil, err
-		}
-		for i, e := range got {
-			*into[i] = e
-		}
+	if len(prompts) == 0 {
+		return pos, neg, nil
+	}
+	got, err := p.encodePrompts(rt, prompts, r.MaxSeqLen)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pos == nil {
+		pos, got = got[:len(r.PromptList())*want], got[len(r.PromptList())*want:]
+	}
+	if r.CFG() && neg == nil {
+		neg = got
 	}
 	return pos, neg, nil
 }
 
 // encodePrompts encodes prompts in one batch of their real tokens and
-// returns each zero-padded to L tokens.
-func (p *Pipeline) encodePrompts(rt *pipeline.Runtime, prompts []string, L int) ([][]float32, error) {
+// returns them zero-padded to L tokens each, [prompts, L, D].
+func (p *Pipeline) encodePrompts(rt *pipeline.Runtime, prompts []string, L int) ([]float32, error) {
 	end := rt.Phase(pipeline.PhaseText)
 	defer end()
 	toks := make([][]int32, len(prompts))
@@ -437,12 +445,10 @@ func (p *Pipeline) encodePrompts(rt *pipeline.Runtime, prompts []string, L int) 
 	}
 	d := len(got) / (len(prompts) * n)
 	all := make([]float32, len(prompts)*L*d)
-	out := make([][]float32, len(prompts))
 	for i, t := range toks {
 		copy(all[i*L*d:i*L*d+len(t)*d], got[i*n*d:])
-		out[i] = all[i*L*d : (i+1)*L*d]
 	}
-	return out, nil
+	return all, nil
 }
 
 // textContext is a batch's text embeddings on the device [B, L, D] and,
