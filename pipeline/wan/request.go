@@ -41,7 +41,7 @@ type Request struct {
 	NumVideos int `json:"num_videos_per_prompt,omitempty"`
 	// MaxSeqLen is the text length the encoder sees (WanPipeline: 512).
 	MaxSeqLen int `json:"max_sequence_length"`
-	// Latents, when set, are the initial noise [NumVideos, z, T, H/8, W/8]
+	// Latents, when set, are the initial noise [Videos(), z, T, H/8, W/8]
 	// (read from --latents) instead of noise drawn from Seed.
 	Latents []float32 `json:"-"`
 	// LatentsFile is where Latents came from, for the report.
