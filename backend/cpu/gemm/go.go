@@ -364,8 +364,22 @@ func (g *Go) region(w *workerSpace, p *problem, pl *plan, blk block, r0, r1, q0,
 // a register tile the kernel has just written, still in L1 (the kernel
 // prefetched its lines while it computed), so the bias costs no pass of
 // its own over C, which for a Linear's output is tens of MB written and
-// read back from memory.
+// read back from memory. With AVX2 it adds eight columns at a time (a
+// scalar loop took 1.2% of a 1.3B block's CPU samples, this 0.5%).
 func addBias(c []float32, ldc, rows int, bias []float32) {
+	if len(bias) == 0 || rows == 0 {
+		return
+	}
+	if biasVec() {
+		_ = c[(rows-1)*ldc+len(bias)-1] // the last row's columns are in c
+		addBiasAVX2(&c[0], ldc, rows, &bias[0], len(bias))
+		return
+	}
+	addBiasGo(c, ldc, rows, bias)
+}
+
+// addBiasGo is addBias in Go.
+func addBiasGo(c []float32, ldc, rows int, bias []float32) {
 	for i := range rows {
 		ci := c[i*ldc : i*ldc+len(bias)]
 		for j, v := range bias {

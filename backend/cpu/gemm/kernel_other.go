@@ -46,3 +46,10 @@ func expandBF16AVX2(dst *float32, src *uint16, n int) { panic("gemm: expandBF16A
 func expandF16AVX2(dst *float32, src *uint16, n int)  { panic("gemm: expandF16AVX2 needs amd64") }
 func expandE4M3AVX2(dst *float32, src *uint8, n int)  { panic("gemm: expandE4M3AVX2 needs amd64") }
 func expandE5M2AVX2(dst *float32, src *uint8, n int)  { panic("gemm: expandE5M2AVX2 needs amd64") }
+
+// biasVec: the vectorised bias add is amd64 assembly.
+func biasVec() bool { return false }
+
+func addBiasAVX2(c *float32, ldc, rows int, bias *float32, cols int) {
+	panic("gemm: addBiasAVX2 needs AVX2")
+}

@@ -35,6 +35,15 @@ func copyPanel16(dst, src *float32, ldb, kc int)
 //go:noescape
 func copyPanel32(dst, src *float32, ldb, kc int)
 
+// addBiasAVX2 adds bias[:cols] to rows rows of C, ldc apart (AVX2;
+// callers check with biasVec).
+//
+//go:noescape
+func addBiasAVX2(c *float32, ldc, rows int, bias *float32, cols int)
+
+// biasVec says addBiasAVX2 may run.
+func biasVec() bool { return hasAVX2() }
+
 // roundPairsAVX512 rounds 2·pairs floats to bf16 pair words as
 // dtype.F32ToBF16 does; pairs is a multiple of 8 (AVX-512 F; callers
 // check).

@@ -303,3 +303,48 @@ loop32:
 done32:
 	VZEROUPPER
 	RET
+
+// func addBiasAVX2(c *float32, ldc, rows int, bias *float32, cols int)
+//
+// For i in [0, rows): c[i·ldc : i·ldc+cols] += bias[:cols], eight floats
+// at a time, then one at a time (AVX2; callers check).
+TEXT ·addBiasAVX2(SB), NOSPLIT, $0-40
+	MOVQ c+0(FP), DI
+	MOVQ ldc+8(FP), BX
+	SHLQ $2, BX
+	MOVQ rows+16(FP), CX
+	MOVQ bias+24(FP), SI
+	MOVQ cols+32(FP), DX
+
+row:
+	TESTQ CX, CX
+	JEQ   done
+	XORQ  AX, AX
+
+vec:
+	LEAQ    8(AX), R8
+	CMPQ    R8, DX
+	JGT     tail
+	VMOVUPS (DI)(AX*4), Y0
+	VADDPS  (SI)(AX*4), Y0, Y0
+	VMOVUPS Y0, (DI)(AX*4)
+	MOVQ    R8, AX
+	JMP     vec
+
+tail:
+	CMPQ  AX, DX
+	JGE   next
+	VMOVSS (DI)(AX*4), X0
+	VADDSS (SI)(AX*4), X0, X0
+	VMOVSS X0, (DI)(AX*4)
+	INCQ  AX
+	JMP   tail
+
+next:
+	ADDQ BX, DI
+	DECQ CX
+	JMP  row
+
+done:
+	VZEROUPPER
+	RET
