@@ -143,7 +143,7 @@ func (g *genFlags) define(e *env) *flag.FlagSet {
 	fs.Var(unsetFloat{v: &g.guidance, scale: true}, "guidance", "classifier-free guidance `scale`; <= 1 disables it (default: the model's)")
 	fs.Var(unsetFloat{v: &g.guidance2, scale: true}, "guidance-2", "guidance `scale` of Wan 2.2 A14B's low-noise expert (default: --guidance)")
 	fs.Float64Var(&g.flowShift, "flow-shift", 0, "override the scheduler's flow_shift")
-	fs.IntVar(&g.numVideos, "num-videos", 0, "videos of the prompt made as one batch (diffusers' num_videos_per_prompt; default 1, or the --latents batch): written to FILE-1, FILE-2, ...; each step reads the weights once for all of them")
+	fs.IntVar(&g.numVideos, "num-videos", 0, "videos of each prompt, all made as one batch (diffusers' num_videos_per_prompt; default 1, or as many as --latents holds): written to FILE-1, FILE-2, ...; each step reads the weights once for all of them")
 	fs.Uint64Var(&g.seed, "seed", 0, "seed of the initial noise, drawn as PyTorch's CPU generator draws it (diffusers with torch.Generator().manual_seed(seed), ComfyUI)")
 	fs.StringVar(&g.latents, "latents", "", "initial latents: a .safetensors file with tensor \"latents\"")
 	fs.StringVar(&g.image, "image", "", "image-to-video models: the first frame's image (.png, .jpg)")
