@@ -157,14 +157,23 @@ func TestGenerateSynthetic(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	entries, _ := os.ReadDir(dir)
+	if names := dirNames(t, dir); names != "a.png,r.json" {
+		t.Errorf("output folder holds %s", names)
+	}
+}
+
+// dirNames is the names in dir, sorted and joined by commas.
+func dirNames(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if strings.Join(names, ",") != "a.png,r.json" {
-		t.Errorf("output folder holds %v", names)
-	}
+	return strings.Join(names, ",")
 }
 
 // latentsFile writes a zero "latents" tensor of the given shape.
