@@ -23,6 +23,9 @@ type wanJob struct {
 	req  wan.Request
 	name string
 	dir  string
+	// latents and their shape are the last run's final latents.
+	latents     []float32
+	latentShape []int
 	// notes are the request's corrections (Request.Defaults), for stderr.
 	notes []string
 }
@@ -33,7 +36,7 @@ func newWanJob(f *checkpoint.Folder, g *genFlags) (job, error) {
 		return nil, asUser(err)
 	}
 	r := wan.Request{Height: g.height, Width: g.width, Frames: g.frames, Steps: g.steps, Guidance: g.guidance,
-		FlowShift: g.flowShift, Seed: g.seed, MaxSeqLen: g.maxSeqLen, NumVideos: g.numVideos}
+		FlowShift: g.flowShift, Seed: g.seed, MaxSeqLen: g.maxSeqLen, NumVideos: g.numVideos, LatentsOut: g.outputType == "latent"}
 	if slices.Contains(g.prompts, "") || len(g.prompts) == 0 {
 		return nil, userf("--prompt TEXT is required (repeat it for a batch of prompts)")
 	}
@@ -126,8 +129,12 @@ func (j *wanJob) Run(rt *pipeline.Runtime) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
+	j.latents, j.latentShape = out.Latents, out.LatentShape
 	return out.Video, nil
 }
+
+// Latents are the last run's final latents (--output-type latent).
+func (j *wanJob) Latents() ([]float32, []int) { return j.latents, j.latentShape }
 
 func (j *wanJob) Title() string {
 	t := fmt.Sprintf("%s %dx%d, %d frames, %d steps", j.name, j.req.Width, j.req.Height, j.req.Frames, j.req.Steps)
@@ -157,7 +164,7 @@ func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
 			return nil, planner.Request{}, asUser(err)
 		}
 	}
-	return prof, planner.Request{Batch: r.Videos(), Prompts: len(r.PromptList()), Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
+	return prof, planner.Request{Batch: r.Videos(), Prompts: len(r.PromptList()), LatentsOut: r.LatentsOut, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
 		PromptTokens: j.p.PromptTokens(r), Steps: r.VideoSteps(), Guidance: r.Guidance, FlowShift: r.FlowShift, AdapterBytes: wan.LoRABytes(r.LoRAs),
 		AdapterBytes2: wan.LoRABytes(r.LoRAs2), LoRA: wan.LoRARanks(r.LoRAs), LoRA2: wan.LoRARanks(r.LoRAs2)}, nil
 }

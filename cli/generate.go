@@ -33,6 +33,7 @@ type genFlags struct {
 	guidance2             float64
 	seed                  uint64
 	numVideos             int
+	outputType            string
 	latents               string
 	image, lastImage      string
 	video                 string
@@ -156,6 +157,7 @@ func (g *genFlags) define(e *env) *flag.FlagSet {
 	fs.Var(&g.hostMem, "host-mem", "host memory budget for offloaded weights, e.g. 16GiB (default: unlimited)")
 	fs.StringVar(&g.out, "out", "", "output: .mp4 (needs ffmpeg on PATH), .avi, .gif, .png, DIR/ (PNG frames) or .safetensors")
 	fs.Float64Var(&g.fps, "fps", 16, "frames per second of video outputs")
+	fs.StringVar(&g.outputType, "output-type", "video", "video, or latent: the final latents undecoded (diffusers' output_type=\"latent\"), tensor \"latents\" [videos, z, T, H/8, W/8] in a .safetensors --out; the VAE does not run")
 	fs.StringVar(&g.report, "report", "", "write the run's report (JSON) here")
 	fs.StringVar(&g.trace, "trace", "", "write a Chrome trace (JSON) here")
 	fs.StringVar(&g.chart, "chart", "", "write a memory chart (.svg or .png) here")
@@ -180,6 +182,33 @@ type job interface {
 	Title() string
 	// SetProgress wires the denoising-step and decoded-frame callbacks.
 	SetProgress(onStep, onFrame func(done, total int))
+}
+
+// latentJob is a job that can return its final latents undecoded
+// (--output-type latent).
+type latentJob interface {
+	job
+	// Latents are the last run's final latents and their shape.
+	Latents() ([]float32, []int)
+}
+
+// checkOut checks --out against --output-type and the job before anything
+// runs.
+func checkOut(g *genFlags, j job) error {
+	switch g.outputType {
+	case "video":
+		f, _, _ := j.Shape()
+		return asUser(media.CheckPath(g.out, f))
+	case "latent":
+		if _, ok := j.(latentJob); !ok {
+			return userf("--output-type latent: this pipeline has no latents to return; drop the flag")
+		}
+		if filepath.Ext(g.out) != ".safetensors" {
+			return userf("--output-type latent writes tensor \"latents\" to a .safetensors file; got --out %s", g.out)
+		}
+		return checkWritable(g.out)
+	}
+	return userf("--output-type %q: want video or latent", g.outputType)
 }
 
 // families build a job for a folder's pipeline class.
@@ -218,9 +247,8 @@ func runGenerate(e *env, args []string) error {
 	if _, ok := j.(*wanJob); !ok && len(g.loras)+len(g.loras2) > 0 {
 		return userf("--lora: pipeline class %q has no Wan transformer to adapt", folder.Class)
 	}
-	f, _, _ := j.Shape()
-	if err := media.CheckPath(g.out, f); err != nil {
-		return asUser(err)
+	if err := checkOut(&g, j); err != nil {
+		return err
 	}
 	for _, p := range []string{g.report, g.trace, g.chart} {
 		if err := checkWritable(p); err != nil {

@@ -29,6 +29,7 @@ func runPlan(e *env, args []string) error {
 	guidance := fs.Float64("guidance", 5, "guidance scale (<= 1: no CFG)")
 	flowShift := fs.Float64("flow-shift", 0, "override the scheduler's shift (moves Wan 2.2 A14B's expert switch)")
 	textLen := fs.Int("max-sequence-length", 512, "text context length")
+	outputType := fs.String("output-type", "video", "video, or latent: plan a run that returns its latents undecoded, as ferry generate --output-type latent (the VAE does not run)")
 	videos := fs.Int("num-videos", 1, "videos of each prompt, all made as one batch, as ferry generate --num-videos makes them")
 	var prompts, negatives textsFlag
 	fs.Var(&prompts, "prompt", "plan for this prompt (with a model folder, whose tokenizer counts it): the text encoder runs on its tokens and the transformer attends them and one row for the padding (default: a prompt of max-sequence-length tokens); repeat it for a batch of prompts")
@@ -74,7 +75,10 @@ func runPlan(e *env, args []string) error {
 	if err := wr.CheckBatch(); err != nil {
 		return asUser(err)
 	}
-	req := planner.Request{Batch: wr.Videos(), Prompts: len(wr.PromptList()), Frames: *frames, Height: *height, Width: *width, TextLen: *textLen, Steps: *steps, Guidance: *guidance, FlowShift: *flowShift}
+	if *outputType != "video" && *outputType != "latent" {
+		return userf("--output-type %q: want video or latent", *outputType)
+	}
+	req := planner.Request{Batch: wr.Videos(), Prompts: len(wr.PromptList()), LatentsOut: *outputType == "latent", Frames: *frames, Height: *height, Width: *width, TextLen: *textLen, Steps: *steps, Guidance: *guidance, FlowShift: *flowShift}
 	if req.PromptTokens, err = promptTokens(*model, wr); err != nil {
 		return err
 	}

@@ -2,13 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"ferry/chart"
+	"ferry/checkpoint"
+	"ferry/dtype"
 	"ferry/media"
 	"ferry/pipeline"
 	"ferry/progress"
@@ -51,7 +55,13 @@ func execute(e *env, g *genFlags, j job, pl planned) error {
 	if err := rt.CheckReleased(); err != nil {
 		return err
 	}
-	outputs, err := writeVideos(g, j, pix)
+	var outputs []string
+	if g.outputType == "latent" {
+		err = writeLatents(g.out, j.(latentJob))
+		outputs = []string{g.out}
+	} else {
+		outputs, err = writeVideos(g, j, pix)
+	}
 	if err != nil {
 		return err
 	}
@@ -103,6 +113,21 @@ func writeVideos(g *genFlags, j job, pix []float32) ([]string, error) {
 		paths = append(paths, path)
 	}
 	return paths, nil
+}
+
+// writeLatents writes the job's final latents to path as tensor
+// "latents" (float32), what diffusers' output_type="latent" returns.
+func writeLatents(path string, j latentJob) error {
+	v, shape := j.Latents()
+	data := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(x))
+	}
+	t := checkpoint.RawTensor{Name: "latents", DType: dtype.F32, Shape: shape, Data: data}
+	if err := checkpoint.WriteFile(path, []checkpoint.RawTensor{t}, nil); err != nil {
+		return fmt.Errorf("write latents: %w", err)
+	}
+	return nil
 }
 
 // videoPath is where video i of n goes: out itself for one video, else

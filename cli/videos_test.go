@@ -150,3 +150,44 @@ func sameVideo(t *testing.T, what string, got, want []float32) {
 		t.Errorf("%s: max |diff| %.3g > 1e-5", what, worst)
 	}
 }
+
+// TestGenerateLatentsOut: --output-type latent writes the golden request's
+// final latents (diffusers' output_type="latent": its last step latents,
+// within the golden's tolerance) as tensor "latents"; an --out that is no
+// .safetensors, or an unknown type, is one line before anything runs.
+func TestGenerateLatentsOut(t *testing.T) {
+	golden := filepath.Join("..", "pipeline", "wan", "testdata", "wan_pipeline")
+	steps := readTensor(t, filepath.Join(golden, "outputs.safetensors"), "step_latents")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "lat.safetensors")
+	args := []string{"generate", "--model", filepath.Join(golden, "pipeline"),
+		"--prompt", "A cat walks on the grass, realistic", "--negative-prompt", "blurry, low quality",
+		"--steps", "3", "--guidance", "5", "--max-sequence-length", "32",
+		"--latents", filepath.Join(golden, "inputs.safetensors"), "--dtype", "fp32", "--quiet"}
+	code, _, stderr := ferry(t, append(args, "--output-type", "latent", "--out", out)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	got := readTensor(t, out, "latents")
+	want := steps[len(steps)-len(got):]
+	worst := 0.0
+	for i := range want {
+		worst = max(worst, math.Abs(float64(got[i])-float64(want[i])))
+	}
+	if len(got) != len(steps)/3 || worst > 2e-4 {
+		t.Errorf("%d latents (want %d), max |diff| %.3g from diffusers' last step (atol 2e-4)", len(got), len(steps)/3, worst)
+	}
+	for _, c := range []struct{ typ, out, want string }{
+		{"latent", "v.avi", "writes tensor \"latents\" to a .safetensors file"},
+		{"pixels", "v.avi", "--output-type \"pixels\": want video or latent"},
+	} {
+		bad := t.TempDir()
+		code, _, stderr := ferry(t, append(args, "--output-type", c.typ, "--out", filepath.Join(bad, c.out))...)
+		if code == 0 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("--output-type %s --out %s: exit %d, stderr %q; want one line with %q", c.typ, c.out, code, stderr, c.want)
+		}
+		if names := dirNames(t, bad); names != "" {
+			t.Errorf("--output-type %s: left %s", c.typ, names)
+		}
+	}
+}

@@ -61,8 +61,12 @@ func WriteTable(w io.Writer, pr Prediction) error {
 		fmt.Fprintf(&b, ", %.2f GB/s past the first %.2f GB (calibrated)", pr.DiskSustainedGBps, pr.DiskBurstGB)
 	}
 	b.WriteString("\n")
+	vae := seconds(pr.VAES)
+	if r.LatentsOut {
+		vae = "- (latents out)"
+	}
 	fmt.Fprintf(&b, "time         text %s, denoise %s (step %s, first %s), vae %s: total %s\n",
-		seconds(pr.TextEncoderS), seconds(pr.DenoiseS), seconds(pr.StepS), seconds(pr.FirstStepS), seconds(pr.VAES), seconds(pr.TotalS))
+		seconds(pr.TextEncoderS), seconds(pr.DenoiseS), seconds(pr.StepS), seconds(pr.FirstStepS), vae, seconds(pr.TotalS))
 	if sw := pr.Switch; sw != nil {
 		b.WriteString(switchLine(*sw, r.Steps))
 	}

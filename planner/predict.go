@@ -227,7 +227,9 @@ func simulate(p *Profile, hw hwprofile.Profile, plan *residency.Plan, req Reques
 	pl.image()
 	pl.encodeImage()
 	pl.denoise()
-	pl.decode()
+	if !req.LatentsOut {
+		pl.decode()
+	}
 	pred := newPrediction(p, plan, req, b)
 	pred.DiskGBps, pred.DiskNote = hw.DiskGBps, hw.DiskNote
 	if hw.DiskSustainedGBps > 0 {

@@ -54,6 +54,9 @@ type Request struct {
 	// (pipeline/wan Request.PromptEmbeds, a server's prompt cache): the
 	// text encoder neither loads nor runs.
 	PromptsEncoded bool `json:"prompts_encoded,omitempty"`
+	// LatentsOut says the request returns its final latents undecoded
+	// (diffusers' output_type="latent"): the VAE neither loads nor runs.
+	LatentsOut bool `json:"latents_out,omitempty"`
 }
 
 // Budgets cap memory in bytes; 0 is unlimited.

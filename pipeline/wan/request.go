@@ -39,6 +39,9 @@ type Request struct {
 	// over the batch, so its weights are read once per step for all the
 	// videos, which is what a batch saves when they stream.
 	NumVideos int `json:"num_videos_per_prompt,omitempty"`
+	// LatentsOut is diffusers' output_type="latent": Generate returns the
+	// final latents (Output.Latents) and the VAE does not decode them.
+	LatentsOut bool `json:"latents_out,omitempty"`
 	// MaxSeqLen is the text length the encoder sees (WanPipeline: 512).
 	MaxSeqLen int `json:"max_sequence_length"`
 	// Latents, when set, are the initial noise [Videos(), z, T, H/8, W/8]

@@ -321,3 +321,46 @@ func TestPromptListPeaksPredicted(t *testing.T) {
 		})
 	}
 }
+
+// TestLatentsOut: diffusers' output_type="latent" returns the latents
+// after the last step: the golden's last step latents, within its
+// tolerance, with no video; and the planner, told the VAE does not run,
+// predicts the peaks exactly.
+func TestLatentsOut(t *testing.T) {
+	want := tensors(t, filepath.Join(goldenDir, "outputs.safetensors"))["step_latents"]
+	p := openPipeline(t, filepath.Join(goldenDir, "pipeline"))
+	r := goldenRequest(t)
+	r.LatentsOut = true
+	out := generateOn(t, p, nil, pipeline.Options{}, r)
+	if out.Video != nil {
+		t.Errorf("a latent output decoded %d values", len(out.Video))
+	}
+	n := len(r.Latents)
+	if !slices.Equal(out.LatentShape, []int{1, 16, 3, 4, 6}) {
+		t.Errorf("latent shape %v, want [1 16 3 4 6]", out.LatentShape)
+	}
+	maxDiff(t, "latents", out.Latents, want[len(want)-n:], atolLatents)
+
+	dir := "testdata/wan_pipeline/pipeline"
+	prof, err := planner.ProfileFromFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Prompt: "a lighthouse", Height: 64, Width: 96, Frames: 9, Steps: 1, Guidance: 5, MaxSeqLen: 512, Seed: 1, LatentsOut: true}
+	for _, pc := range []residency.ComponentPlan{{Placement: residency.Resident}, {Placement: residency.Stream, Prefetch: 1}} {
+		t.Run(string(pc.Placement), func(t *testing.T) {
+			plan := residency.Uniform("p", pc, Components...)
+			m, prompt := measurePeaks(t, dir, plan, req)
+			pr := planner.Request{Batch: 1, LatentsOut: true, Frames: req.Frames, Height: req.Height, Width: req.Width,
+				TextLen: req.MaxSeqLen, PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance}
+			pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPeaks(t, pred, m)
+			if pred.VAES != 0 {
+				t.Errorf("predicted %g s of VAE for a latent output", pred.VAES)
+			}
+		})
+	}
+}

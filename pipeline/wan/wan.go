@@ -297,9 +297,15 @@ func shiftKey(class any) string {
 
 // Output is a generated video and what produced it.
 type Output struct {
-	// Video is [Videos, F, H, W, 3] in [0, 1] (diffusers' output_type="np").
+	// Video is [Videos, F, H, W, 3] in [0, 1] (diffusers' output_type="np");
+	// nil for a request with LatentsOut.
 	Video                []float32
 	Videos, Frames, H, W int
+	// Latents are the final latents [Videos, z, T, h, w] (normalised, as
+	// diffusers' output_type="latent" returns them), LatentShape their
+	// shape.
+	Latents     []float32
+	LatentShape []int
 	// PromptEmbeds and NegativePromptEmbeds (with CFG) are the prompt
 	// embeddings [prompts, MaxSeqLen, text dim] (zero past each prompt),
 	// as Request takes them back for one prompt.
@@ -351,6 +357,10 @@ func (p *Pipeline) Generate(rt *pipeline.Runtime, r Request, keep bool) (*Output
 		return nil, err
 	}
 	p.pinFirstFrame(latents, p.latentShape(r))
+	out.Latents, out.LatentShape = latents, p.latentShape(r)
+	if r.LatentsOut {
+		return out, nil
+	}
 	out.Video, err = p.decode(rt, r, latents)
 	return out, err
 }
