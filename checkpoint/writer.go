@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"ferry/dtype"
 )
@@ -376,6 +377,17 @@ type RawTensor struct {
 	DType dtype.DType
 	Shape []int
 	Data  []byte
+}
+
+// F32Tensor is float32 values to write as a tensor: v viewed as its
+// little-endian bytes (the byte order of every machine ferry runs on),
+// not copied, so v must not change until the tensor is written.
+func F32Tensor(name string, shape []int, v []float32) RawTensor {
+	var data []byte
+	if len(v) > 0 {
+		data = unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+	}
+	return RawTensor{Name: name, DType: dtype.F32, Shape: shape, Data: data}
 }
 
 // WriteFile writes a small safetensors file atomically, tensors in the

@@ -2,17 +2,14 @@ package cli
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"ferry/chart"
 	"ferry/checkpoint"
-	"ferry/dtype"
 	"ferry/media"
 	"ferry/pipeline"
 	"ferry/progress"
@@ -119,11 +116,7 @@ func writeVideos(g *genFlags, j job, pix []float32) ([]string, error) {
 // "latents" (float32), what diffusers' output_type="latent" returns.
 func writeLatents(path string, j latentJob) error {
 	v, shape := j.Latents()
-	data := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(x))
-	}
-	t := checkpoint.RawTensor{Name: "latents", DType: dtype.F32, Shape: shape, Data: data}
+	t := checkpoint.F32Tensor("latents", shape, v)
 	if err := checkpoint.WriteFile(path, []checkpoint.RawTensor{t}, nil); err != nil {
 		return fmt.Errorf("write latents: %w", err)
 	}

@@ -1,9 +1,7 @@
 package dataset
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -92,8 +90,8 @@ func WriteSample(path string, m Meta, latents []float32, latentShape []int, text
 		return fmt.Errorf("write %s: %d text values for shape %v", path, len(text), textShape)
 	}
 	tensors := []checkpoint.RawTensor{
-		{Name: LatentsTensor, DType: dtype.F32, Shape: latentShape, Data: f32Bytes(latents)},
-		{Name: TextTensor, DType: dtype.F32, Shape: textShape, Data: f32Bytes(text)},
+		checkpoint.F32Tensor(LatentsTensor, latentShape, latents),
+		checkpoint.F32Tensor(TextTensor, textShape, text),
 	}
 	return checkpoint.WriteFile(path, tensors, m.encode())
 }
@@ -144,12 +142,4 @@ func product(s []int) int {
 		n *= d
 	}
 	return n
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
 }

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"ferry/checkpoint"
-	"ferry/dtype"
 )
 
 // Write saves ads as diffusers' save_lora_weights does: tensors
@@ -38,8 +36,8 @@ func Write(path string, ads []Adapter, meta map[string]string) error {
 	for _, a := range sorted {
 		pre := component + "." + a.Module
 		tensors = append(tensors,
-			checkpoint.RawTensor{Name: pre + ".lora_A.weight", DType: dtype.F32, Shape: []int{a.Rank, a.In}, Data: f32Bytes(a.A)},
-			checkpoint.RawTensor{Name: pre + ".lora_B.weight", DType: dtype.F32, Shape: []int{a.Out, a.Rank}, Data: f32Bytes(a.B)})
+			checkpoint.F32Tensor(pre+".lora_A.weight", []int{a.Rank, a.In}, a.A),
+			checkpoint.F32Tensor(pre+".lora_B.weight", []int{a.Out, a.Rank}, a.B))
 	}
 	return checkpoint.WriteFile(path, tensors, md)
 }
@@ -58,13 +56,4 @@ func fileMetadata(ads []Adapter, meta map[string]string) (map[string]string, err
 		md[k] = v
 	}
 	return md, nil
-}
-
-// f32Bytes views float32 values as their little-endian bytes (the byte
-// order of every machine ferry runs on).
-func f32Bytes(v []float32) []byte {
-	if len(v) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
 }

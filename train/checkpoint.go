@@ -274,7 +274,7 @@ func dataOf(params []*Param) [][]float32 {
 func namedCopy(prefix string, params []*Param, values [][]float32) []checkpoint.RawTensor {
 	out := make([]checkpoint.RawTensor, len(params))
 	for i, p := range params {
-		out[i] = checkpoint.RawTensor{Name: prefix + p.Name, DType: dtype.F32, Shape: p.Shape, Data: f32Bytes(values[i])}
+		out[i] = checkpoint.F32Tensor(prefix+p.Name, p.Shape, values[i])
 	}
 	return out
 }
