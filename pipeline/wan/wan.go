@@ -676,7 +676,7 @@ func (p *Pipeline) decode(rt *pipeline.Runtime, r Request, latents []float32) ([
 		// Progress counts the frames of every video.
 		vae.Options.OnFrame = nil
 		if p.OnFrame != nil {
-			vae.Options.OnFrame = func(done, total int) { p.OnFrame(i*total+done, n*total) }
+			vae.Options.OnFrame = func(decoded, total int) { p.OnFrame(i*total+decoded, n*total) }
 		}
 		zt := ops.Upload(z, one...)
 		video, err := vae.Decode(ex, ops, zt)
@@ -695,17 +695,16 @@ func (p *Pipeline) decode(rt *pipeline.Runtime, r Request, latents []float32) ([
 			return nil, err
 		}
 		if frames == nil {
-			frames = make([]float32, 0, n*len(v))
+			frames = make([]float32, n*len(v))
 		}
-		frames = append(frames, toFrames(v, vs[2], vs[3], vs[4])...)
+		toFrames(frames[i*len(v):(i+1)*len(v)], v, vs[2], vs[3], vs[4])
 	}
 	return frames, nil
 }
 
-// toFrames maps video [1, 3, F, H, W] in [-1, 1] to [F, H, W, 3] in [0, 1]:
-// (v/2 + 0.5) clamped, as diffusers' VideoProcessor does.
-func toFrames(v []float32, f, h, w int) []float32 {
-	out := make([]float32, len(v))
+// toFrames maps video v [1, 3, F, H, W] in [-1, 1] to out [F, H, W, 3] in
+// [0, 1]: (v/2 + 0.5) clamped, as diffusers' VideoProcessor does.
+func toFrames(out, v []float32, f, h, w int) {
 	plane := f * h * w
 	for c := range 3 {
 		for i := range plane {
@@ -713,7 +712,6 @@ func toFrames(v []float32, f, h, w int) []float32 {
 			out[i*3+c] = min(max(x, 0), 1)
 		}
 	}
-	return out
 }
 
 // ReadLatents reads tensor "latents" (float32) from a safetensors file.
