@@ -164,9 +164,7 @@ func (j *wanJob) Plan() (*planner.Profile, planner.Request, error) {
 			return nil, planner.Request{}, asUser(err)
 		}
 	}
-	return prof, planner.Request{Batch: r.Videos(), Prompts: len(r.PromptList()), LatentsOut: r.LatentsOut, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
-		PromptTokens: j.p.PromptTokens(r), Steps: r.VideoSteps(), Guidance: r.Guidance, FlowShift: r.FlowShift, AdapterBytes: wan.LoRABytes(r.LoRAs),
-		AdapterBytes2: wan.LoRABytes(r.LoRAs2), LoRA: wan.LoRARanks(r.LoRAs), LoRA2: wan.LoRARanks(r.LoRAs2)}, nil
+	return prof, j.p.PlanRequest(r), nil
 }
 
 // setPrompts puts the --prompt and --negative-prompt texts into r: one

@@ -391,13 +391,10 @@ func (ms *models) predictWith(m *model, s spec, b pipeline.Budget, plan *residen
 // speed measured, and the request.
 func (ms *models) planInputs(m *model, s spec) (planner.Profile, hwprofile.Profile, planner.Request) {
 	r := wanRequest(s)
-	req := planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
-		PromptTokens: m.planPipe.PromptTokens(r), Steps: r.Steps, Guidance: r.Guidance, FlowShift: r.FlowShift,
-		AdapterBytes: wan.LoRABytes(r.LoRAs), AdapterBytes2: wan.LoRABytes(r.LoRAs2),
-		LoRA: wan.LoRARanks(r.LoRAs), LoRA2: wan.LoRARanks(r.LoRAs2),
-		// The runtime stays for the next jobs: plans are ranked by a warm
-		// job's time, so that what is worth keeping is kept.
-		Repeated: true, PromptsEncoded: s.prompts != nil}
+	req := m.planPipe.PlanRequest(r)
+	// The runtime stays for the next jobs: plans are ranked by a warm
+	// job's time, so that what is worth keeping is kept.
+	req.Repeated, req.PromptsEncoded = true, s.prompts != nil
 	prof := *m.prof
 	if m.imageMode(s) {
 		if q, err := m.prof.WithImage(); err == nil {

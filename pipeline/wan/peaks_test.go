@@ -158,11 +158,7 @@ func registered(t *testing.T, p *Pipeline, plan *residency.Plan) *pipeline.Runti
 // under plan on prof, with the default hardware figures and no budgets.
 func predictPeaks(t *testing.T, prof *planner.Profile, plan *residency.Plan, req Request, prompt int) planner.Prediction {
 	t.Helper()
-	r := req
-	r.Defaults()
-	pr := planner.Request{Batch: 1, Frames: r.Frames, Height: r.Height, Width: r.Width, TextLen: r.MaxSeqLen,
-		PromptTokens: prompt, Steps: r.VideoSteps(), Guidance: r.Guidance}
-	pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
+	pred, err := planner.Predict(prof, hwprofile.Default(), plan, planRequest(req, prompt), planner.Budgets{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,14 +225,7 @@ func TestLoRAPeaksPredicted(t *testing.T) {
 		t.Run(string(pc.Placement), func(t *testing.T) {
 			plan := residency.Uniform("p", pc, append(slices.Clone(Components), ImageEncoder)...)
 			m, prompt := measurePeaks(t, filepath.Join(dir, "pipeline"), plan, req)
-			pr := planner.Request{Batch: 1, Frames: req.Frames, Height: req.Height, Width: req.Width, TextLen: req.MaxSeqLen,
-				PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance,
-				AdapterBytes: LoRABytes(loras), LoRA: LoRARanks(loras)}
-			pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkPeaks(t, pred, m)
+			checkPeaks(t, predictPeaks(t, prof, plan, req, prompt), m)
 		})
 	}
 }

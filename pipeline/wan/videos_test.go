@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"ferry/hwprofile"
 	"ferry/imageproc"
 	"ferry/model/modeltest"
 	"ferry/pipeline"
@@ -207,13 +206,7 @@ func TestNumVideosPeaksPredicted(t *testing.T) {
 						plan := residency.Uniform("p", pc, Components...)
 						plan.Run.CFG, plan.Run.VAETile = cfg, tile
 						m, prompt := measurePeaks(t, dir, plan, req)
-						pr := planner.Request{Batch: req.NumVideos, Prompts: 1, Frames: req.Frames, Height: req.Height, Width: req.Width,
-							TextLen: req.MaxSeqLen, PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance}
-						pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
-						if err != nil {
-							t.Fatal(err)
-						}
-						checkPeaks(t, pred, m)
+						checkPeaks(t, predictPeaks(t, prof, plan, req, prompt), m)
 					})
 				}
 			}
@@ -311,13 +304,7 @@ func TestPromptListPeaksPredicted(t *testing.T) {
 			plan := residency.Uniform("p", residency.ComponentPlan{Placement: residency.Stream, Prefetch: 1}, Components...)
 			plan.Run.CFG = cfg
 			m, prompt := measurePeaks(t, dir, plan, req)
-			pr := planner.Request{Batch: req.Videos(), Prompts: len(req.Prompts), Frames: req.Frames, Height: req.Height, Width: req.Width,
-				TextLen: req.MaxSeqLen, PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance}
-			pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkPeaks(t, pred, m)
+			checkPeaks(t, predictPeaks(t, prof, plan, req, prompt), m)
 		})
 	}
 }
@@ -351,12 +338,7 @@ func TestLatentsOut(t *testing.T) {
 		t.Run(string(pc.Placement), func(t *testing.T) {
 			plan := residency.Uniform("p", pc, Components...)
 			m, prompt := measurePeaks(t, dir, plan, req)
-			pr := planner.Request{Batch: 1, LatentsOut: true, Frames: req.Frames, Height: req.Height, Width: req.Width,
-				TextLen: req.MaxSeqLen, PromptTokens: prompt, Steps: req.Steps, Guidance: req.Guidance}
-			pred, err := planner.Predict(prof, hwprofile.Default(), plan, pr, planner.Budgets{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			pred := predictPeaks(t, prof, plan, req, prompt)
 			checkPeaks(t, pred, m)
 			if pred.VAES != 0 {
 				t.Errorf("predicted %g s of VAE for a latent output", pred.VAES)
